@@ -1,0 +1,216 @@
+// Package cli implements erpsync's commands: it parses flags, builds the
+// configuration, logger, pool and clients, and hands over to the packages
+// that do the work.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erpsync/erpsync/internal/buildinfo"
+	"github.com/erpsync/erpsync/internal/config"
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/sync"
+)
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+const usage = `erpsync mirrors an ERP's HTTP API into a Postgres warehouse.
+
+Usage:
+  erpsync migrate              apply the embedded schema migrations
+  erpsync sync [STREAM...]     run the named streams once (default: all enabled) and exit
+  erpsync run [--no-migrate]   the daemon: schedules, /healthz /readyz /metrics, graceful shutdown
+  erpsync status [--json]      checkpoints, last runs and freshness per source and stream
+  erpsync check                check configuration, database, ERP login and /api/auth/me/
+  erpsync demo                 sync the built-in ERP simulator into a local database
+  erpsync version              version and build information
+
+Every command takes --config FILE (or ERPSYNC_CONFIG); environment
+variables (ERPSYNC_*) override the file. See README.md.
+`
+
+// env is the process's environment and output, passed down so tests
+// need no real environment.
+type env struct {
+	args    []string
+	environ []string
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// Main runs one command and returns the exit status.
+func Main(args []string, environ []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	e := &env{args: args[1:], environ: environ, stdout: stdout, stderr: stderr}
+	cmds := map[string]func(*env) error{
+		"migrate":  cmdMigrate,
+		"sync":     cmdSync,
+		"run":      cmdRun,
+		"status":   cmdStatus,
+		"check":    cmdCheck,
+		"demo":     cmdDemo,
+		"version":  func(e *env) error { fmt.Fprintln(e.stdout, buildinfo.String()); return nil },
+		"simulate": cmdSimulate, // hidden: the ERP simulator for docker-compose and manual tests
+		"bench":    cmdBench,    // hidden: the performance report (make bench)
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "erpsync: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	err := cmd(e)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case isUsage(err) || config.IsConfigError(err):
+		fmt.Fprintf(stderr, "erpsync %s: %v\n", args[0], err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "erpsync %s: %v\n", args[0], err)
+		return exitFailed
+	}
+}
+
+type usageError struct{ msg string }
+
+func (u *usageError) Error() string { return u.msg }
+
+func usageErrorf(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+func isUsage(err error) bool {
+	var u *usageError
+	return errors.As(err, &u)
+}
+
+// flags returns a flag set with the options every command shares.
+func (e *env) flags(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("erpsync "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	cfgFile := fs.String("config", "", "YAML configuration `file` (default $ERPSYNC_CONFIG)")
+	return fs, cfgFile
+}
+
+func (e *env) parse(fs *flag.FlagSet) error {
+	if err := fs.Parse(e.args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErrorf("%v", err)
+	}
+	return nil
+}
+
+// loadConfig reads the configuration; needERP requires a usable source.
+func (e *env) loadConfig(file string, needERP bool) (config.Config, error) {
+	return config.Load(e.environ, config.Options{ConfigFile: file, KnownStreams: sync.Names(), NeedERP: needERP})
+}
+
+// signalContext returns a context cancelled on SIGINT/SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// openDB opens the pool and brings the schema up to date (or refuses to
+// work on one that is behind when auto-migrate is off).
+func openDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*pgxpool.Pool, error) {
+	if err := cfg.RequireDatabase(); err != nil {
+		return nil, err
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL.Value())
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureSchema(ctx, pool, cfg.AutoMigrate, log); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+func ensureSchema(ctx context.Context, pool *pgxpool.Pool, migrate bool, log *slog.Logger) error {
+	m, err := db.NewMigrator(pool, nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if migrate {
+		applied, err := m.Up(ctx)
+		if err != nil {
+			return err
+		}
+		if len(applied) > 0 {
+			log.Info("schema migrated", "versions", applied)
+		}
+		return nil
+	}
+	cur, target, err := m.Versions(ctx)
+	if err != nil {
+		return err
+	}
+	if cur < target {
+		return fmt.Errorf("schema is at version %d, this binary needs %d: run `erpsync migrate` (auto-migrate is off)", cur, target)
+	}
+	return nil
+}
+
+// newClient builds the ERP client of a source.
+func newClient(src config.Source, log *slog.Logger, obs erp.Observer) (*erp.Client, error) {
+	return erp.New(erp.Options{
+		BaseURL:      src.BaseURL,
+		Auth:         src.Auth,
+		Username:     src.Username,
+		Password:     src.Password.Value(),
+		PluginScheme: src.PluginScheme,
+		ClientID:     src.ClientID,
+		ClientSecret: src.ClientSecret.Value(),
+		Timeout:      src.Timeout,
+		Observer:     obs,
+		Logger:       log.With("source", src.Name),
+	})
+}
+
+// streamsFor resolves the streams to run for a source: the named ones, or
+// the source's enabled ones.
+func streamsFor(src config.Source, names []string) ([]*sync.Stream, error) {
+	if len(names) == 0 {
+		for _, sc := range src.Streams {
+			names = append(names, sc.Name)
+		}
+	}
+	out := make([]*sync.Stream, 0, len(names))
+	for _, n := range names {
+		s, ok := sync.Lookup(n)
+		if !ok {
+			return nil, usageErrorf("unknown stream %q; known streams: %s", n, strings.Join(sync.Names(), ", "))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

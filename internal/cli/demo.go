@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shopspring/decimal"
+
+	"github.com/erpsync/erpsync/internal/config"
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp/erpsim"
+)
+
+// demoAdminURL is the local Postgres the demo creates its database on
+// when ERPSYNC_DATABASE_URL is not set.
+const demoAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+func cmdDemo(e *env) error {
+	fs, cfgFile := e.flags("demo")
+	invoices := fs.Int("invoices", 5000, "invoices in the simulated ERP")
+	if err := e.parse(fs); err != nil {
+		return err
+	}
+	if *invoices < 1 {
+		return usageErrorf("--invoices must be at least 1")
+	}
+	cfg, err := e.loadConfig(*cfgFile, false)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, e.stderr)
+	ctx, stop, cancel := gracefulContext(cfg.ShutdownGrace, log)
+	defer cancel()
+
+	if cfg.DatabaseURL == "" {
+		u, err := createDemoDatabase(ctx, "erpsync_demo")
+		if err != nil {
+			return err
+		}
+		cfg.DatabaseURL = config.Secret(u)
+	}
+
+	sim := erpsim.New(erpsim.Options{Invoices: *invoices, PageSizeCap: 500})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("simulator: %w", err)
+	}
+	simCtx, simStop := context.WithCancel(context.WithoutCancel(ctx))
+	simDone := make(chan error, 1)
+	go func() { simDone <- sim.Serve(simCtx, ln) }()
+	defer func() { simStop(); <-simDone }()
+
+	cfg.Sources = []config.Source{{
+		Name: "demo", BaseURL: "http://" + ln.Addr().String(), Auth: "token",
+		Username: "erpsync", Password: "erpsync-demo-password",
+		PageSize: 500, Timeout: 30 * time.Second,
+		Streams: streamConfigs(config.CoreStreams),
+	}}
+	pool, err := openDB(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	fmt.Fprintf(e.stdout, "erpsync demo: simulated ERP at %s with %d invoices\n\n", cfg.Sources[0].BaseURL, *invoices)
+	fmt.Fprintln(e.stdout, "first sync:")
+	if err := syncOnce(ctx, stop, pool, cfg, nil, 1, log, e.stderr); err != nil {
+		return err
+	}
+	if err := printDemoTables(ctx, e, pool); err != nil {
+		return err
+	}
+
+	// What a real ERP does between two syncs: an invoice changes (to a
+	// value no float64 can hold), one is cancelled away, one is new, and
+	// a rate moves.
+	var changed, removed string
+	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[0].TotalBC = decimal.RequireFromString("123456789012345678.123456")
+		changed = fmt.Sprint(inv[0].ID)
+		removed = fmt.Sprint(inv[len(inv)-1].ID)
+		next := inv[len(inv)-1]
+		next.ID += 1000000
+		next.Number += "-N"
+		return append(inv[:len(inv)-1], next)
+	})
+	sim.SetCurrencyRate("EUR", "0.925000")
+	fmt.Fprintf(e.stdout, "\nthe ERP changed: invoice %s now totals 123456789012345678.123456, invoice %s is gone, one is new, EUR moved to 0.925000\n", changed, removed)
+	fmt.Fprintln(e.stdout, "second sync:")
+	if err := syncOnce(ctx, stop, pool, cfg, nil, 1, log, e.stderr); err != nil {
+		return err
+	}
+	if err := printDemoTables(ctx, e, pool); err != nil {
+		return err
+	}
+
+	var warehouse string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(total_bc), 0)::text FROM erp.invoices WHERE source = 'demo' AND deleted_at IS NULL`).Scan(&warehouse); err != nil {
+		return fmt.Errorf("summing invoices: %w", err)
+	}
+	want := sim.InvoiceTotal()
+	match := "equal, digit for digit"
+	if !decimal.RequireFromString(warehouse).Equal(want) {
+		match = "DIFFERENT"
+	}
+	fmt.Fprintf(e.stdout, "\nsum(total_bc) in the warehouse: %s\nsum in the simulated ERP:       %s  (%s)\n", warehouse, want.String(), match)
+	if match != "equal, digit for digit" {
+		return errors.New("warehouse total differs from the ERP's")
+	}
+
+	psql := "psql " + shellQuote(redactURL(cfg.DatabaseURL.Value()))
+	fmt.Fprintf(e.stdout, `
+Now query the warehouse:
+  %[1]s -c "SELECT id, total_bc, payload->>'number' AS number, synced_at, deleted_at FROM erp.invoices ORDER BY synced_at DESC LIMIT 5"
+  %[1]s -c "SELECT sum(total_bc) FROM erp.invoices WHERE deleted_at IS NULL"
+  %[1]s -c "SELECT * FROM erp.currency_rates ORDER BY currency_id, valid_from"
+  %[1]s -c "SELECT stream, status, pages, rows_seen, rows_inserted, rows_updated, rows_unchanged, rows_deleted FROM erp.sync_runs ORDER BY id"
+  %[1]s -c "SELECT stream, field, change, detail, count FROM erp.schema_drift"
+  erpsync status   (with ERPSYNC_DATABASE_URL set to the database above)
+`, psql)
+	return nil
+}
+
+func printDemoTables(ctx context.Context, e *env, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `
+SELECT stream, pages, rows_seen, rows_inserted, rows_updated, rows_unchanged, rows_rejected, rows_deleted
+FROM (SELECT DISTINCT ON (stream) * FROM erp.sync_runs WHERE source = 'demo' ORDER BY stream, id DESC) r ORDER BY stream`)
+	if err != nil {
+		return fmt.Errorf("reading runs: %w", err)
+	}
+	type line struct {
+		stream                                                    string
+		pages, seen, inserted, updated, unchanged, rejected, gone int64
+	}
+	lines, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (line, error) {
+		var l line
+		err := r.Scan(&l.stream, &l.pages, &l.seen, &l.inserted, &l.updated, &l.unchanged, &l.rejected, &l.gone)
+		return l, err
+	})
+	if err != nil {
+		return fmt.Errorf("reading runs: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "  %-25s %6s %8s %9s %8s %10s %9s %8s\n", "stream", "pages", "rows", "inserted", "updated", "unchanged", "rejected", "deleted")
+	for _, l := range lines {
+		fmt.Fprintf(e.stdout, "  %-25s %6d %8d %9d %8d %10d %9d %8d\n", l.stream, l.pages, l.seen, l.inserted, l.updated, l.unchanged, l.rejected, l.gone)
+	}
+	return nil
+}
+
+// createDemoDatabase creates the database on the local Postgres if it is
+// missing and returns its URL.
+func createDemoDatabase(ctx context.Context, name string) (string, error) {
+	admin := os.Getenv("ERPSYNC_DEMO_ADMIN_URL")
+	if admin == "" {
+		admin = demoAdminURL
+	}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("no ERPSYNC_DATABASE_URL, and the local Postgres (%s) is not reachable to create %s: %w", redactURL(admin), name, db.Describe(err))
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("looking for database %s: %w", name, db.Describe(err))
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return "", fmt.Errorf("creating database %s: %w", name, db.Describe(err))
+		}
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		return "", fmt.Errorf("ERPSYNC_DEMO_ADMIN_URL: not a URL")
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+func streamConfigs(names []string) []config.StreamConfig {
+	out := make([]config.StreamConfig, len(names))
+	for i, n := range names {
+		out[i] = config.StreamConfig{Name: n, Schedule: config.DefaultSchedule(n)}
+	}
+	return out
+}
+
+// redactURL drops a password from a connection URL before it is shown.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -1,0 +1,503 @@
+// Package config turns the YAML file and ERPSYNC_* environment variables
+// into one validated Config value. Environment first, file second; every
+// error names the key that is wrong.
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"gopkg.in/yaml.v3"
+)
+
+// CoreStreams are enabled when neither the file nor ERPSYNC_STREAMS names any.
+var CoreStreams = []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"}
+
+// Error is a configuration problem; the CLI exits 2 on it.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return e.Msg }
+
+func errf(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
+
+// IsConfigError reports whether err is (or wraps) a configuration problem.
+func IsConfigError(err error) bool {
+	var ce *Error
+	return errors.As(err, &ce)
+}
+
+// Secret holds a password or client secret. Its String and GoString never
+// show the value, so a secret that slips into a log line or an error
+// prints as a mask.
+type Secret string
+
+func (Secret) String() string   { return "[redacted]" }
+func (Secret) GoString() string { return "[redacted]" }
+
+// Value is the one way to read the secret; grep for it to audit use.
+func (s Secret) Value() string { return string(s) }
+
+// Config is the whole, validated configuration.
+type Config struct {
+	DatabaseURL   Secret
+	LogFormat     string // text | json
+	LogLevel      string // debug | info | warn | error
+	HTTPAddr      string
+	ShutdownGrace time.Duration
+	AutoMigrate   bool
+	Sources       []Source
+}
+
+// Source is one ERP installation.
+type Source struct {
+	Name         string
+	BaseURL      string
+	Auth         string // token | plugin
+	Username     string
+	Password     Secret
+	PluginScheme string
+	ClientID     string
+	ClientSecret Secret
+	PageSize     int
+	Timeout      time.Duration // per HTTP request
+	Streams      []StreamConfig
+}
+
+// StreamConfig is one enabled stream of a source.
+type StreamConfig struct {
+	Name     string
+	Schedule string
+}
+
+// Stream returns the enabled stream by name.
+func (s Source) Stream(name string) (StreamConfig, bool) {
+	i := slices.IndexFunc(s.Streams, func(sc StreamConfig) bool { return sc.Name == name })
+	if i < 0 {
+		return StreamConfig{}, false
+	}
+	return s.Streams[i], true
+}
+
+// file is the YAML shape (configs/erpsync.example.yaml documents it).
+type file struct {
+	DatabaseURL   string       `yaml:"database_url"`
+	LogFormat     string       `yaml:"log_format"`
+	LogLevel      string       `yaml:"log_level"`
+	HTTPAddr      string       `yaml:"http_addr"`
+	Schedule      string       `yaml:"schedule"`
+	ShutdownGrace string       `yaml:"shutdown_grace"`
+	AutoMigrate   *bool        `yaml:"auto_migrate"`
+	Streams       []string     `yaml:"streams"`
+	Sources       []fileSource `yaml:"sources"`
+}
+
+type fileSource struct {
+	Name             string                `yaml:"name"`
+	BaseURL          string                `yaml:"base_url"`
+	Auth             string                `yaml:"auth"`
+	Username         string                `yaml:"username"`
+	PasswordFile     string                `yaml:"password_file"`
+	PasswordEnv      string                `yaml:"password_env"`
+	PluginScheme     string                `yaml:"plugin_scheme"`
+	ClientID         string                `yaml:"client_id"`
+	ClientSecretFile string                `yaml:"client_secret_file"`
+	ClientSecretEnv  string                `yaml:"client_secret_env"`
+	PageSize         int                   `yaml:"page_size"`
+	Timeout          string                `yaml:"timeout"`
+	Streams          map[string]fileStream `yaml:"streams"`
+}
+
+type fileStream struct {
+	Schedule string `yaml:"schedule"`
+}
+
+// Options are what the command line adds on top of the environment.
+type Options struct {
+	ConfigFile string
+	// KnownStreams validates stream names; nil accepts any name.
+	KnownStreams []string
+	// NeedERP requires at least one source with a base URL and credentials.
+	NeedERP bool
+}
+
+// Load reads the configuration from environ (os.Environ() form) and the
+// optional YAML file. Tests pass their own environ.
+func Load(environ []string, opts Options) (Config, error) {
+	env := envMap(environ)
+	var f file
+	path := cmp.Or(opts.ConfigFile, env["ERPSYNC_CONFIG"])
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, errf("config file: %v", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+			return Config{}, errf("config file %s: %v", path, err)
+		}
+	}
+
+	cfg := Config{
+		DatabaseURL: Secret(cmp.Or(env["ERPSYNC_DATABASE_URL"], env["DATABASE_URL"], f.DatabaseURL)),
+		LogFormat:   cmp.Or(env["ERPSYNC_LOG_FORMAT"], f.LogFormat, "text"),
+		LogLevel:    cmp.Or(env["ERPSYNC_LOG_LEVEL"], f.LogLevel, "info"),
+		HTTPAddr:    cmp.Or(env["ERPSYNC_HTTP_ADDR"], f.HTTPAddr, ":8080"),
+		AutoMigrate: true,
+	}
+	if !slices.Contains([]string{"text", "json"}, cfg.LogFormat) {
+		return Config{}, errf("ERPSYNC_LOG_FORMAT: %q is not text or json", cfg.LogFormat)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, cfg.LogLevel) {
+		return Config{}, errf("ERPSYNC_LOG_LEVEL: %q is not debug, info, warn or error", cfg.LogLevel)
+	}
+	if _, _, err := net.SplitHostPort(cfg.HTTPAddr); err != nil {
+		return Config{}, errf("ERPSYNC_HTTP_ADDR: %q is not host:port", cfg.HTTPAddr)
+	}
+	grace, err := parseDuration("ERPSYNC_SHUTDOWN_GRACE", cmp.Or(env["ERPSYNC_SHUTDOWN_GRACE"], f.ShutdownGrace, "20s"))
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.ShutdownGrace = grace
+	if f.AutoMigrate != nil {
+		cfg.AutoMigrate = *f.AutoMigrate
+	}
+	if v, ok := env["ERPSYNC_AUTO_MIGRATE"]; ok && v != "" {
+		switch strings.ToLower(v) {
+		case "true", "1", "yes":
+			cfg.AutoMigrate = true
+		case "false", "0", "no":
+			cfg.AutoMigrate = false
+		default:
+			return Config{}, errf("ERPSYNC_AUTO_MIGRATE: %q is not true or false", v)
+		}
+	}
+
+	defaultSchedule := cmp.Or(env["ERPSYNC_SCHEDULE"], f.Schedule)
+	enabled := f.Streams
+	if v := env["ERPSYNC_STREAMS"]; v != "" {
+		enabled = splitList(v)
+	}
+
+	sources, err := buildSources(env, f, enabled, defaultSchedule)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Sources = sources
+	for _, s := range cfg.Sources {
+		if err := validateSource(s, opts); err != nil {
+			return Config{}, err
+		}
+	}
+	if opts.NeedERP && len(cfg.Sources) == 0 {
+		return Config{}, errf("no ERP source: set ERPSYNC_ERP_BASE_URL or list sources in the config file")
+	}
+	return cfg, nil
+}
+
+// RequireDatabase is the check every command that touches Postgres makes.
+func (c Config) RequireDatabase() error {
+	if c.DatabaseURL == "" {
+		return errf("no database: set ERPSYNC_DATABASE_URL (or DATABASE_URL, or database_url in the config file)")
+	}
+	return nil
+}
+
+func buildSources(env map[string]string, f file, enabled []string, defaultSchedule string) ([]Source, error) {
+	envName := cmp.Or(env["ERPSYNC_SOURCE"], "default")
+	envTouches := env["ERPSYNC_ERP_BASE_URL"] != "" || env["ERPSYNC_ERP_USERNAME"] != "" ||
+		env["ERPSYNC_ERP_PASSWORD"] != "" || env["ERPSYNC_ERP_PASSWORD_FILE"] != "" ||
+		env["ERPSYNC_ERP_CLIENT_ID"] != "" || env["ERPSYNC_ERP_AUTH"] != ""
+
+	var out []Source
+	seen := map[string]bool{}
+	matched := false
+	for i, fs := range f.Sources {
+		where := fmt.Sprintf("sources[%d]", i)
+		if fs.Name == "" {
+			fs.Name = "default"
+		}
+		if seen[fs.Name] {
+			return nil, errf("%s: source name %q is used twice", where, fs.Name)
+		}
+		seen[fs.Name] = true
+		src, err := fileSourceToSource(where, fs, env, enabled, defaultSchedule)
+		if err != nil {
+			return nil, err
+		}
+		if fs.Name == envName {
+			matched = true
+			if src, err = applyEnv(src, env); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, src)
+	}
+	if !matched && envTouches {
+		src := Source{Name: envName}
+		src.Streams = streamList(enabled, nil, defaultSchedule)
+		src, err := applyEnv(src, env)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, src)
+	}
+	for i := range out {
+		out[i].Auth = cmp.Or(out[i].Auth, "token")
+		out[i].PluginScheme = cmp.Or(out[i].PluginScheme, "ERPPlugin")
+		if out[i].PageSize == 0 {
+			out[i].PageSize = 500
+		}
+		if out[i].Timeout == 0 {
+			out[i].Timeout = 60 * time.Second
+		}
+	}
+	return out, nil
+}
+
+func fileSourceToSource(where string, fs fileSource, env map[string]string, enabled []string, defaultSchedule string) (Source, error) {
+	src := Source{
+		Name:         fs.Name,
+		BaseURL:      fs.BaseURL,
+		Auth:         fs.Auth,
+		Username:     fs.Username,
+		PluginScheme: fs.PluginScheme,
+		ClientID:     fs.ClientID,
+		PageSize:     fs.PageSize,
+	}
+	var err error
+	if src.Password, err = secretFrom(where+".password", env, fs.PasswordEnv, fs.PasswordFile); err != nil {
+		return Source{}, err
+	}
+	if src.ClientSecret, err = secretFrom(where+".client_secret", env, fs.ClientSecretEnv, fs.ClientSecretFile); err != nil {
+		return Source{}, err
+	}
+	if fs.Timeout != "" {
+		if src.Timeout, err = parseDuration(where+".timeout", fs.Timeout); err != nil {
+			return Source{}, err
+		}
+	}
+	names := enabled
+	if len(fs.Streams) > 0 && len(enabled) == 0 {
+		for name := range fs.Streams {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+	}
+	schedules := map[string]string{}
+	for name, s := range fs.Streams {
+		schedules[name] = s.Schedule
+	}
+	src.Streams = streamList(names, schedules, defaultSchedule)
+	return src, nil
+}
+
+func streamList(names []string, schedules map[string]string, defaultSchedule string) []StreamConfig {
+	if len(names) == 0 {
+		names = CoreStreams
+	}
+	out := make([]StreamConfig, 0, len(names))
+	for _, n := range names {
+		out = append(out, StreamConfig{Name: n, Schedule: cmp.Or(schedules[n], defaultSchedule, DefaultSchedule(n))})
+	}
+	return out
+}
+
+// DefaultSchedule: invoices change all day; the small reference lists do not.
+func DefaultSchedule(stream string) string {
+	if stream == "invoices" {
+		return "@every 5m"
+	}
+	return "@every 30m"
+}
+
+func applyEnv(src Source, env map[string]string) (Source, error) {
+	src.BaseURL = cmp.Or(env["ERPSYNC_ERP_BASE_URL"], src.BaseURL)
+	src.Username = cmp.Or(env["ERPSYNC_ERP_USERNAME"], src.Username)
+	src.Auth = cmp.Or(env["ERPSYNC_ERP_AUTH"], src.Auth)
+	src.PluginScheme = cmp.Or(env["ERPSYNC_ERP_PLUGIN_SCHEME"], src.PluginScheme)
+	src.ClientID = cmp.Or(env["ERPSYNC_ERP_CLIENT_ID"], src.ClientID)
+	if v := env["ERPSYNC_ERP_PAGE_SIZE"]; v != "" {
+		var n int
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			return Source{}, errf("ERPSYNC_ERP_PAGE_SIZE: %q is not a number", v)
+		}
+		src.PageSize = n
+	}
+	if v := env["ERPSYNC_ERP_TIMEOUT"]; v != "" {
+		d, err := parseDuration("ERPSYNC_ERP_TIMEOUT", v)
+		if err != nil {
+			return Source{}, err
+		}
+		src.Timeout = d
+	}
+	pw, err := secretFrom("ERPSYNC_ERP_PASSWORD", env, "ERPSYNC_ERP_PASSWORD", env["ERPSYNC_ERP_PASSWORD_FILE"])
+	if err != nil {
+		return Source{}, err
+	}
+	if pw != "" {
+		src.Password = pw
+	}
+	cs, err := secretFrom("ERPSYNC_ERP_CLIENT_SECRET", env, "ERPSYNC_ERP_CLIENT_SECRET", env["ERPSYNC_ERP_CLIENT_SECRET_FILE"])
+	if err != nil {
+		return Source{}, err
+	}
+	if cs != "" {
+		src.ClientSecret = cs
+	}
+	return src, nil
+}
+
+// secretFrom reads a secret from an environment variable or a file; both
+// set is ambiguous and refused. The value is never part of an error.
+func secretFrom(key string, env map[string]string, envVar, path string) (Secret, error) {
+	var v string
+	if envVar != "" {
+		v = env[envVar]
+	}
+	if path != "" {
+		if v != "" {
+			return "", errf("%s: set either the variable or the file, not both", key)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", errf("%s_FILE: cannot read %s: %v", key, path, errors.Unwrap(err))
+		}
+		v = strings.TrimRight(string(b), "\r\n")
+		if v == "" {
+			return "", errf("%s_FILE: %s is empty", key, path)
+		}
+	}
+	return Secret(v), nil
+}
+
+var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+func validateSource(s Source, opts Options) error {
+	where := fmt.Sprintf("source %q", s.Name)
+	if !sourceName.MatchString(s.Name) {
+		return errf("%s: ERPSYNC_SOURCE / name must be 1-64 letters, digits, '_', '.' or '-'", where)
+	}
+	if s.BaseURL == "" {
+		if opts.NeedERP {
+			return errf("%s: ERPSYNC_ERP_BASE_URL (base_url) is not set", where)
+		}
+	} else if err := ValidateBaseURL(s.BaseURL); err != nil {
+		return errf("%s: ERPSYNC_ERP_BASE_URL: %v", where, err)
+	}
+	switch s.Auth {
+	case "token":
+		if opts.NeedERP && s.Username == "" {
+			return errf("%s: ERPSYNC_ERP_USERNAME (username) is not set", where)
+		}
+		if opts.NeedERP && s.Password == "" {
+			return errf("%s: no password: set ERPSYNC_ERP_PASSWORD or ERPSYNC_ERP_PASSWORD_FILE (password_file)", where)
+		}
+	case "plugin":
+		if opts.NeedERP && (s.ClientID == "" || s.ClientSecret == "") {
+			return errf("%s: ERPSYNC_ERP_AUTH=plugin needs ERPSYNC_ERP_CLIENT_ID and ERPSYNC_ERP_CLIENT_SECRET (or _FILE)", where)
+		}
+		if strings.ContainsAny(s.PluginScheme, " \t\r\n") || s.PluginScheme == "" {
+			return errf("%s: ERPSYNC_ERP_PLUGIN_SCHEME: %q is not a single word", where, s.PluginScheme)
+		}
+	default:
+		return errf("%s: ERPSYNC_ERP_AUTH: %q is not token or plugin", where, s.Auth)
+	}
+	if s.PageSize < 1 || s.PageSize > 10000 {
+		return errf("%s: ERPSYNC_ERP_PAGE_SIZE (page_size): %d is not between 1 and 10000", where, s.PageSize)
+	}
+	if s.Timeout <= 0 {
+		return errf("%s: ERPSYNC_ERP_TIMEOUT (timeout) must be positive", where)
+	}
+	seen := map[string]bool{}
+	for _, st := range s.Streams {
+		if opts.KnownStreams != nil && !slices.Contains(opts.KnownStreams, st.Name) {
+			return errf("%s: ERPSYNC_STREAMS (streams): unknown stream %q; known: %s", where, st.Name, strings.Join(opts.KnownStreams, ", "))
+		}
+		if seen[st.Name] {
+			return errf("%s: stream %q is listed twice", where, st.Name)
+		}
+		seen[st.Name] = true
+		if _, err := ParseSchedule(st.Schedule); err != nil {
+			return errf("%s: stream %s: schedule %q: %v (ERPSYNC_SCHEDULE or streams.%s.schedule)", where, st.Name, st.Schedule, err, st.Name)
+		}
+	}
+	return nil
+}
+
+// ParseSchedule accepts standard 5-field cron specs, descriptors such as
+// @every 5m or @hourly, and a CRON_TZ= prefix.
+func ParseSchedule(spec string) (cron.Schedule, error) {
+	return cron.ParseStandard(spec)
+}
+
+// ValidateBaseURL allows https anywhere and http only for loopback hosts:
+// credentials and tokens must never cross a network in clear text.
+func ValidateBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", raw)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", raw)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if IsLoopback(u.Hostname()) {
+			return nil
+		}
+		return fmt.Errorf("%q: HTTPS is required (http:// is accepted only for loopback hosts such as 127.0.0.1 or localhost)", raw)
+	default:
+		return fmt.Errorf("%q: scheme must be https", raw)
+	}
+}
+
+// IsLoopback reports whether host is localhost or a loopback IP.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func parseDuration(key, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, errf("%s: %q is not a duration such as 20s or 5m", key, v)
+	}
+	return d, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}

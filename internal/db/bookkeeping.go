@@ -1,0 +1,97 @@
+package db
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Rejected is a record that could not be used.
+type Rejected struct {
+	RecordID string // empty when the record has none
+	Reason   string
+	Record   []byte
+}
+
+// InsertRejected stores rejected records with their reason and raw bytes.
+func InsertRejected(ctx context.Context, q Querier, source, stream string, runID int64, recs []Rejected) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(recs))
+	for i, r := range recs {
+		var id *string
+		if r.RecordID != "" {
+			id = &r.RecordID
+		}
+		rows[i] = []any{source, stream, runID, id, r.Reason, string(r.Record)}
+	}
+	_, err := q.CopyFrom(ctx, pgx.Identifier{"erp", "rejected_records"},
+		[]string{"source", "stream", "run_id", "record_id", "reason", "record"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return fmt.Errorf("storing %d rejected records: %w", len(recs), Describe(err))
+	}
+	return nil
+}
+
+// Drift is one kind of difference between what a stream expects and what
+// arrived, counted over a page.
+type Drift struct {
+	Field, Change, Detail, Example string
+	Count                          int64
+}
+
+// RecordDrift adds a page's drift counts to erp.schema_drift.
+func RecordDrift(ctx context.Context, q Querier, source, stream string, drift []Drift) error {
+	if len(drift) == 0 {
+		return nil
+	}
+	var fields, changes, details, examples []string
+	var counts []int64
+	for _, d := range drift {
+		fields = append(fields, d.Field)
+		changes = append(changes, d.Change)
+		details = append(details, d.Detail)
+		examples = append(examples, d.Example)
+		counts = append(counts, d.Count)
+	}
+	_, err := q.Exec(ctx, `
+INSERT INTO erp.schema_drift AS d (source, stream, field, change, detail, example, count)
+SELECT $1, $2, u.field, u.change, u.detail, u.example, u.count
+FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]) AS u(field, change, detail, example, count)
+ON CONFLICT (source, stream, field, change, detail) DO UPDATE SET
+    last_seen = now(), count = d.count + EXCLUDED.count, example = EXCLUDED.example`,
+		source, stream, fields, changes, details, examples, counts)
+	if err != nil {
+		return fmt.Errorf("recording schema drift: %w", Describe(err))
+	}
+	return nil
+}
+
+// RecordCurrencyRates closes the open rate period of every currency of
+// the staging table whose rate changed and opens a new one (also for a
+// currency seen for the first time). It runs in the currencies
+// transaction, after the upsert, and returns the periods opened.
+func RecordCurrencyRates(ctx context.Context, tx pgx.Tx, currencies *Table, source string) (int64, error) {
+	// Two statements, not one CTE: the parts of a CTE run in no fixed
+	// order, and the unique index on open periods needs the close first.
+	_, err := tx.Exec(ctx, fmt.Sprintf(`
+UPDATE erp.currency_rates r SET valid_to = now()
+FROM %s s
+WHERE s.source = $1 AND r.source = s.source AND r.currency_id = s.id
+  AND r.valid_to IS NULL AND r.rate <> s.exchange_rate`, currencies.stage), source)
+	if err != nil {
+		return 0, fmt.Errorf("closing changed currency rates: %w", Describe(err))
+	}
+	tag, err := tx.Exec(ctx, fmt.Sprintf(`
+INSERT INTO erp.currency_rates (source, currency_id, code, rate, valid_from)
+SELECT s.source, s.id, s.code, s.exchange_rate, now() FROM %s s
+WHERE s.source = $1 AND s.exchange_rate IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM erp.currency_rates r
+                  WHERE r.source = s.source AND r.currency_id = s.id AND r.valid_to IS NULL)`, currencies.stage), source)
+	if err != nil {
+		return 0, fmt.Errorf("opening currency rates: %w", Describe(err))
+	}
+	return tag.RowsAffected(), nil
+}

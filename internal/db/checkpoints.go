@@ -1,0 +1,127 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Checkpoint is where a (source, stream) stands. SweepID is 0 when no
+// sweep is in progress.
+type Checkpoint struct {
+	Source, Stream string
+	SweepID        int64
+	SweepStarted   time.Time
+	Cursor         string
+	Pages          int64
+	Rows           int64
+	RowsDistinct   int64
+	LastSweepID    int64
+	LastCompleted  time.Time
+}
+
+// LoadCheckpoint returns the checkpoint, or a zero one for a new stream.
+func LoadCheckpoint(ctx context.Context, q Querier, source, stream string) (Checkpoint, error) {
+	cp := Checkpoint{Source: source, Stream: stream}
+	var sweepID, lastSweep *int64
+	var started, completed *time.Time
+	var cursor *string
+	err := q.QueryRow(ctx, `
+SELECT sweep_id, sweep_started_at, cursor, pages, rows, rows_distinct, last_sweep_id, last_sweep_completed_at
+FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2`, source, stream).
+		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.RowsDistinct, &lastSweep, &completed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cp, nil
+	}
+	if err != nil {
+		return cp, fmt.Errorf("loading checkpoint %s/%s: %w", source, stream, Describe(err))
+	}
+	cp.SweepID = deref(sweepID)
+	cp.LastSweepID = deref(lastSweep)
+	cp.Cursor = deref(cursor)
+	cp.SweepStarted = deref(started)
+	cp.LastCompleted = deref(completed)
+	return cp, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// StartSweep begins a new sweep from the first page and returns it.
+func StartSweep(ctx context.Context, q Querier, source, stream string) (Checkpoint, error) {
+	cp := Checkpoint{Source: source, Stream: stream}
+	err := q.QueryRow(ctx, `
+INSERT INTO erp.sync_checkpoints AS c (source, stream, sweep_id, sweep_started_at, cursor, pages, rows, rows_distinct, updated_at)
+VALUES ($1, $2, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, 0, now())
+ON CONFLICT (source, stream) DO UPDATE SET
+    sweep_id = EXCLUDED.sweep_id, sweep_started_at = EXCLUDED.sweep_started_at, cursor = NULL,
+    pages = 0, rows = 0, rows_distinct = 0, updated_at = now()
+RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0)`, source, stream).
+		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID)
+	if err != nil {
+		return cp, fmt.Errorf("starting sweep %s/%s: %w", source, stream, Describe(err))
+	}
+	return cp, nil
+}
+
+// AbandonSweep forgets a sweep that cannot continue (its cursor was
+// refused); nothing is marked deleted.
+func AbandonSweep(ctx context.Context, q Querier, sweepID int64) error {
+	if _, err := q.Exec(ctx, `DELETE FROM erp.sweep_seen WHERE sweep_id = $1`, sweepID); err != nil {
+		return fmt.Errorf("abandoning sweep %d: %w", sweepID, Describe(err))
+	}
+	return nil
+}
+
+// AdvanceCheckpoint records a committed page: the cursor of the next page
+// and the counters. It runs in the page's transaction.
+func AdvanceCheckpoint(ctx context.Context, q Querier, cp *Checkpoint, nextCursor string, rows, newlySeen int64) error {
+	tag, err := q.Exec(ctx, `
+UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + 1, rows = rows + $5,
+    rows_distinct = rows_distinct + $6, updated_at = now()
+WHERE source = $1 AND stream = $2 AND sweep_id = $3`,
+		cp.Source, cp.Stream, cp.SweepID, nextCursor, rows, newlySeen)
+	if err != nil {
+		return fmt.Errorf("advancing checkpoint: %w", Describe(err))
+	}
+	if tag.RowsAffected() != 1 {
+		// Someone else moved this stream on: we are not the owner.
+		return fmt.Errorf("advancing checkpoint %s/%s: sweep %d is no longer current", cp.Source, cp.Stream, cp.SweepID)
+	}
+	cp.Cursor = nextCursor
+	cp.Pages++
+	cp.Rows += rows
+	cp.RowsDistinct += newlySeen
+	return nil
+}
+
+// SeenIntact reports whether sweep_seen still holds every id the sweep
+// counted. Postgres empties UNLOGGED tables after a crash; a sweep that
+// lived through one must not mark rows deleted from a partial list.
+func SeenIntact(ctx context.Context, q Querier, cp Checkpoint) (bool, error) {
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM erp.sweep_seen WHERE sweep_id = $1`, cp.SweepID).Scan(&n); err != nil {
+		return false, fmt.Errorf("counting sweep_seen: %w", Describe(err))
+	}
+	return n == cp.RowsDistinct, nil
+}
+
+// CompleteSweep closes the sweep in the transaction of its last page.
+func CompleteSweep(ctx context.Context, q Querier, cp Checkpoint) error {
+	if _, err := q.Exec(ctx, `
+UPDATE erp.sync_checkpoints SET sweep_id = NULL, cursor = NULL, last_sweep_id = sweep_id,
+    last_sweep_started_at = sweep_started_at, last_sweep_completed_at = now(),
+    last_sweep_rows = rows_distinct, sweep_started_at = NULL, updated_at = now()
+WHERE source = $1 AND stream = $2 AND sweep_id = $3`, cp.Source, cp.Stream, cp.SweepID); err != nil {
+		return fmt.Errorf("completing sweep: %w", Describe(err))
+	}
+	return AbandonSweep(ctx, q, cp.SweepID)
+}

@@ -1,0 +1,160 @@
+package db
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/shopspring/decimal"
+)
+
+// Table is one mirrored entity table: the shared columns (source, id,
+// company_id, branch_id, payload, payload_hash, first_seen_at, synced_at,
+// deleted_at) plus the typed columns a stream extracts from each record.
+// The SQL is built once from the column list, which comes from code,
+// never from input.
+type Table struct {
+	Name    string   // schema-qualified, e.g. erp.invoices
+	Columns []string // typed columns, in the order of Row.Values
+
+	stage      string
+	copyCols   []string
+	createSQL  string
+	upsertSQL  string
+	deleteSQL  string
+	restoreSQL string
+}
+
+// NewTable prepares the statements of a table.
+func NewTable(name string, columns ...string) *Table {
+	t := &Table{Name: name, Columns: columns}
+	t.stage = "stage_" + strings.ReplaceAll(name, ".", "_")
+	t.copyCols = append([]string{"source", "id", "company_id", "branch_id"}, columns...)
+	t.copyCols = append(t.copyCols, "payload", "payload_hash")
+
+	// ON COMMIT DELETE ROWS keeps one staging table per connection instead
+	// of creating one per page: catalog churn costs WAL and time.
+	t.createSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`, t.stage, name)
+
+	cols := strings.Join(t.copyCols, ", ")
+	sCols := "s." + strings.Join(t.copyCols, ", s.")
+	var set []string
+	for _, c := range t.copyCols[2:] {
+		set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
+	}
+	// The LEFT JOIN drops unchanged rows before they reach ON CONFLICT:
+	// DO UPDATE ... WHERE false still locks and WAL-logs the row, and an
+	// unchanged re-sync must write nothing. The hash makes that test cheap;
+	// the DO UPDATE WHERE is the exact test on the payload itself.
+	t.upsertSQL = fmt.Sprintf(`
+WITH up AS (
+    INSERT INTO %[1]s AS t (%[2]s)
+    SELECT %[3]s
+    FROM %[4]s s
+    LEFT JOIN %[1]s cur ON cur.source = s.source AND cur.id = s.id
+    WHERE cur.id IS NULL
+       OR cur.payload_hash <> s.payload_hash
+       OR cur.deleted_at IS NOT NULL
+       OR cur.company_id <> s.company_id
+       OR cur.branch_id <> s.branch_id
+    ON CONFLICT (source, id) DO UPDATE SET %[5]s, synced_at = now(), deleted_at = NULL
+    WHERE t.payload IS DISTINCT FROM EXCLUDED.payload
+       OR t.deleted_at IS NOT NULL
+       OR t.company_id <> EXCLUDED.company_id
+       OR t.branch_id <> EXCLUDED.branch_id
+    RETURNING (xmax = 0) AS inserted
+)
+SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
+		name, cols, sCols, t.stage, strings.Join(set, ", "))
+
+	// A row the ERP no longer lists is marked, never removed: finance
+	// wants to see what disappeared.
+	t.deleteSQL = fmt.Sprintf(`
+UPDATE %s t SET deleted_at = now()
+WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.deleted_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM erp.sweep_seen s WHERE s.sweep_id = $4 AND s.id = t.id)`, name)
+	return t
+}
+
+// Row is one record ready to write.
+type Row struct {
+	ID      string
+	Values  []any // one per Table.Columns: pgtype.Numeric, string, bool or nil
+	Payload []byte
+	Hash    [sha256.Size]byte
+}
+
+// Numeric converts a decimal exactly, digit for digit.
+func Numeric(d decimal.Decimal) pgtype.Numeric {
+	return pgtype.Numeric{Int: d.Coefficient(), Exp: d.Exponent(), Valid: true}
+}
+
+// UpsertResult counts what an upsert did.
+type UpsertResult struct {
+	Inserted, Updated, Unchanged, NewlySeen int64
+}
+
+// Scope is what every row of a write shares.
+type Scope struct {
+	Source, CompanyID, BranchID string
+	SweepID                     int64
+}
+
+// Upsert writes rows (ids unique within the slice) in bulk: COPY into the
+// connection's staging table, one INSERT ... SELECT ... ON CONFLICT, and
+// records the ids as seen by the sweep.
+func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row) (UpsertResult, error) {
+	var res UpsertResult
+	if len(rows) == 0 {
+		return res, nil
+	}
+	if _, err := tx.Exec(ctx, t.createSQL); err != nil {
+		return res, fmt.Errorf("%s staging table: %w", t.Name, Describe(err))
+	}
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.copyCols, &rowSource{rows: rows, sc: sc, i: -1})
+	if err != nil {
+		return res, fmt.Errorf("%s copy to staging: %w", t.Name, Describe(err))
+	}
+	if err := tx.QueryRow(ctx, t.upsertSQL).Scan(&res.Inserted, &res.Updated); err != nil {
+		return res, fmt.Errorf("%s upsert: %w", t.Name, Describe(err))
+	}
+	res.Unchanged = n - res.Inserted - res.Updated
+	tag, err := tx.Exec(ctx, fmt.Sprintf(
+		`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT $1, id FROM %s ON CONFLICT DO NOTHING`, t.stage), sc.SweepID)
+	if err != nil {
+		return res, fmt.Errorf("%s sweep_seen: %w", t.Name, Describe(err))
+	}
+	res.NewlySeen = tag.RowsAffected()
+	return res, nil
+}
+
+// MarkDeleted sets deleted_at on the scope's rows that the sweep did not
+// see and returns how many.
+func (t *Table) MarkDeleted(ctx context.Context, tx pgx.Tx, sc Scope) (int64, error) {
+	tag, err := tx.Exec(ctx, t.deleteSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID)
+	if err != nil {
+		return 0, fmt.Errorf("%s mark deleted: %w", t.Name, Describe(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+// rowSource feeds CopyFrom without building an intermediate [][]any.
+type rowSource struct {
+	rows []Row
+	sc   Scope
+	i    int
+	buf  []any
+}
+
+func (s *rowSource) Next() bool { s.i++; return s.i < len(s.rows) }
+func (s *rowSource) Err() error { return nil }
+func (s *rowSource) Values() ([]any, error) {
+	r := &s.rows[s.i]
+	s.buf = append(s.buf[:0], s.sc.Source, r.ID, s.sc.CompanyID, s.sc.BranchID)
+	s.buf = append(s.buf, r.Values...)
+	s.buf = append(s.buf, r.Payload, r.Hash[:])
+	return s.buf, nil
+}

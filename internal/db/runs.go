@@ -1,0 +1,99 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RunStats are the counters of one run.
+type RunStats struct {
+	Pages, Seen, Inserted, Updated, Unchanged, Rejected, Deleted int64
+}
+
+// Add accumulates a page's counters.
+func (s *RunStats) Add(o RunStats) {
+	s.Pages += o.Pages
+	s.Seen += o.Seen
+	s.Inserted += o.Inserted
+	s.Updated += o.Updated
+	s.Unchanged += o.Unchanged
+	s.Rejected += o.Rejected
+	s.Deleted += o.Deleted
+}
+
+// lockClass is the first key of erpsync's two-key advisory locks ("ERPS"),
+// so they never collide with goose's one-key migration lock.
+const lockClass = 0x45525053
+
+func lockKey(source, stream string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(source + "\x00" + stream))
+	return int32(h.Sum32())
+}
+
+// TryStreamLock takes the session advisory lock of a (source, stream) on
+// conn. The caller keeps conn out of the pool until it unlocks.
+func TryStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string) (bool, error) {
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockClass, lockKey(source, stream)).Scan(&ok); err != nil {
+		return false, fmt.Errorf("advisory lock %s/%s: %w", source, stream, Describe(err))
+	}
+	return ok, nil
+}
+
+// UnlockStream releases the lock taken by TryStreamLock.
+func UnlockStream(ctx context.Context, conn *pgx.Conn, source, stream string) error {
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1, $2)`, lockClass, lockKey(source, stream)).Scan(&ok); err != nil {
+		return fmt.Errorf("advisory unlock %s/%s: %w", source, stream, Describe(err))
+	}
+	if !ok {
+		return fmt.Errorf("advisory unlock %s/%s: lock was not held", source, stream)
+	}
+	return nil
+}
+
+// CloseAbandonedRuns marks runs left 'running' by a process that died as
+// failed. Only the holder of the stream's lock may call it.
+func CloseAbandonedRuns(ctx context.Context, q Querier, source, stream string) (int64, error) {
+	tag, err := q.Exec(ctx, `
+UPDATE erp.sync_runs SET status = 'failed', finished_at = now(),
+    error = 'abandoned: the process running it stopped without finishing (crash, kill or lost database connection)'
+WHERE source = $1 AND stream = $2 AND status = 'running'`, source, stream)
+	if err != nil {
+		return 0, fmt.Errorf("closing abandoned runs: %w", Describe(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+// StartRun records a run as running and returns its id.
+func StartRun(ctx context.Context, q Querier, source, stream, host string, pid int) (int64, error) {
+	var id int64
+	err := q.QueryRow(ctx, `
+INSERT INTO erp.sync_runs (source, stream, status, host, pid) VALUES ($1, $2, 'running', $3, $4) RETURNING id`,
+		source, stream, host, pid).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("recording run start: %w", Describe(err))
+	}
+	return id, nil
+}
+
+// FinishRun records the outcome of a run.
+func FinishRun(ctx context.Context, q Querier, id int64, status string, sweepID int64, s RunStats, errText, note string) error {
+	var sweepArg *int64
+	if sweepID != 0 {
+		sweepArg = &sweepID
+	}
+	_, err := q.Exec(ctx, `
+UPDATE erp.sync_runs SET status = $2, finished_at = now(), sweep_id = coalesce($3, sweep_id), pages = $4, rows_seen = $5,
+    rows_inserted = $6, rows_updated = $7, rows_unchanged = $8, rows_rejected = $9, rows_deleted = $10,
+    error = nullif($11, ''), note = nullif($12, '')
+WHERE id = $1`, id, status, sweepArg, s.Pages, s.Seen, s.Inserted, s.Updated, s.Unchanged, s.Rejected, s.Deleted, errText, note)
+	if err != nil {
+		return fmt.Errorf("recording run %d outcome: %w", id, Describe(err))
+	}
+	return nil
+}

@@ -1,0 +1,551 @@
+// Package erp is the read-only client of the ERP's HTTP API. Its exported
+// API can only GET: the two POSTs the product allows (token and revoke)
+// are unexported and reachable only through Login and Close.
+package erp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/config"
+)
+
+// Observer receives what the client does, for metrics. Implementations
+// must be safe for concurrent use.
+type Observer interface {
+	// Request is called once per HTTP exchange; code is 0 when no status
+	// was received (connection error, timeout).
+	Request(route string, code int, elapsed time.Duration)
+	// Retry is called before each retry; reason is rate_limited,
+	// server_error, network or token_renewal.
+	Retry(route, reason string)
+	// RateLimitWait is called with each wait imposed by a 429.
+	RateLimitWait(d time.Duration)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Request(string, int, time.Duration) {}
+func (nopObserver) Retry(string, string)               {}
+func (nopObserver) RateLimitWait(time.Duration)        {}
+
+// Options configure a Client. Secrets are plain strings here; the client
+// never logs or formats them.
+type Options struct {
+	BaseURL      string
+	Auth         string // token (default) | plugin
+	Username     string
+	Password     string
+	PluginScheme string
+	ClientID     string
+	ClientSecret string
+
+	Timeout     time.Duration // per HTTP exchange; default 60s
+	MaxAttempts int           // per GET for 5xx and network errors; default 8
+	MaxWaits    int           // 429 answers honoured per GET before giving up; default 30
+	BackoffBase time.Duration // default 500ms
+	BackoffMax  time.Duration // default 30s
+	// MaxRetryAfter bounds one 429 wait; a longer Retry-After fails the
+	// request instead of stalling a run for hours. Default 15m.
+	MaxRetryAfter time.Duration
+
+	HTTPClient *http.Client
+	Observer   Observer
+	Logger     *slog.Logger
+}
+
+// Identity is the company and branch context of the credentials.
+type Identity struct {
+	CompanyID string
+	BranchID  string
+}
+
+// Client talks to one ERP installation. Safe for concurrent use.
+type Client struct {
+	opt  Options
+	base *url.URL
+	http *http.Client
+	obs  Observer
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	token    string
+	expires  time.Time
+	identity *Identity
+}
+
+// New validates the options; it does not contact the ERP.
+func New(opt Options) (*Client, error) {
+	if err := config.ValidateBaseURL(opt.BaseURL); err != nil {
+		return nil, fmt.Errorf("erp base URL: %w", err)
+	}
+	base, _ := url.Parse(opt.BaseURL)
+	base.Path = strings.TrimRight(base.Path, "/")
+	if opt.Auth == "" {
+		opt.Auth = "token"
+	}
+	if opt.Timeout == 0 {
+		opt.Timeout = 60 * time.Second
+	}
+	if opt.MaxAttempts == 0 {
+		opt.MaxAttempts = 8
+	}
+	if opt.MaxWaits == 0 {
+		opt.MaxWaits = 30
+	}
+	if opt.BackoffBase == 0 {
+		opt.BackoffBase = 500 * time.Millisecond
+	}
+	if opt.BackoffMax == 0 {
+		opt.BackoffMax = 30 * time.Second
+	}
+	if opt.MaxRetryAfter == 0 {
+		opt.MaxRetryAfter = 15 * time.Minute
+	}
+	c := &Client{opt: opt, base: base, http: opt.HTTPClient, obs: opt.Observer, log: opt.Logger}
+	if c.http == nil {
+		c.http = &http.Client{
+			Transport: &http.Transport{
+				Proxy:               http.ProxyFromEnvironment,
+				DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				TLSHandshakeTimeout: 10 * time.Second,
+				MaxIdleConnsPerHost: 4,
+				IdleConnTimeout:     90 * time.Second,
+			},
+			// A redirect could carry the token to another host.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if c.obs == nil {
+		c.obs = nopObserver{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// AuthError means the ERP refused the credentials (or the login is not
+// possible); retrying soon will not help.
+type AuthError struct {
+	Status int
+	Reason string
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("ERP login refused (%d): %s", e.Status, e.Reason)
+}
+
+// HTTPError is a final non-success answer to a GET.
+type HTTPError struct {
+	Route   string
+	Status  int
+	Excerpt string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("GET %s: %d %s: %s", e.Route, e.Status, http.StatusText(e.Status), e.Excerpt)
+}
+
+// Identity returns the company and branch context of the credentials,
+// logging in (token auth) or asking /api/auth/me/ (plugin auth) once.
+func (c *Client) Identity(ctx context.Context) (Identity, error) {
+	if c.opt.Auth == "token" {
+		if _, err := c.currentToken(ctx); err != nil {
+			return Identity{}, err
+		}
+	}
+	c.mu.Lock()
+	id := c.identity
+	c.mu.Unlock()
+	if id != nil && id.CompanyID != "" {
+		return *id, nil
+	}
+	me, err := c.Me(ctx)
+	if err != nil {
+		return Identity{}, err
+	}
+	c.mu.Lock()
+	c.identity = &me
+	c.mu.Unlock()
+	return me, nil
+}
+
+// Me asks /api/auth/me/ for the context of the credentials.
+func (c *Client) Me(ctx context.Context) (Identity, error) {
+	body, err := c.Get(ctx, "/api/auth/me/", nil)
+	if err != nil {
+		return Identity{}, err
+	}
+	rec, err := ParseRecord(body)
+	if err != nil {
+		return Identity{}, fmt.Errorf("GET /api/auth/me/: %w", err)
+	}
+	if inner, ok := rec["data"]; ok && Kind(inner) == "object" {
+		if rec, err = ParseRecord(inner); err != nil {
+			return Identity{}, fmt.Errorf("GET /api/auth/me/: %w", err)
+		}
+	}
+	company, _, err := rec.Text("company_id")
+	if err != nil {
+		return Identity{}, fmt.Errorf("GET /api/auth/me/: %w", err)
+	}
+	branch, _, err := rec.Text("branch_id")
+	if err != nil {
+		return Identity{}, fmt.Errorf("GET /api/auth/me/: %w", err)
+	}
+	return Identity{CompanyID: company, BranchID: branch}, nil
+}
+
+// Get fetches path and returns the whole body of a 200 answer, with
+// retries, token renewal and rate limiting handled.
+func (c *Client) Get(ctx context.Context, path string, q url.Values) ([]byte, error) {
+	route := RouteLabel(path)
+	u := *c.base
+	u.Path += path
+	u.RawQuery = q.Encode()
+	return c.getURL(ctx, route, u.String())
+}
+
+func (c *Client) getURL(ctx context.Context, route, target string) ([]byte, error) {
+	renewed := false
+	attempts, waits := 0, 0
+	for {
+		auth, err := c.authorization(ctx)
+		if err != nil {
+			return nil, err
+		}
+		status, header, body, err := c.exchange(ctx, route, http.MethodGet, target, auth, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			attempts++
+			if attempts >= c.opt.MaxAttempts {
+				return nil, fmt.Errorf("GET %s: giving up after %d attempts: %w", route, attempts, err)
+			}
+			c.obs.Retry(route, "network")
+			c.log.Debug("erp request failed, retrying", "route", route, "attempt", attempts, "err", err)
+			if err := sleep(ctx, c.backoff(attempts)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		switch {
+		case status == http.StatusOK:
+			return body, nil
+		case status == http.StatusUnauthorized && c.opt.Auth == "token" && !renewed:
+			// The token may have been revoked or expired early: log in
+			// again, once.
+			renewed = true
+			c.dropToken(auth)
+			c.obs.Retry(route, "token_renewal")
+			continue
+		case status == http.StatusTooManyRequests:
+			waits++
+			wait, ok := retryAfter(header, time.Now())
+			if !ok {
+				wait = c.backoff(waits)
+			}
+			if waits > c.opt.MaxWaits || wait > c.opt.MaxRetryAfter {
+				return nil, fmt.Errorf("GET %s: rate limited (429, Retry-After %s) %d times: giving up", route, wait, waits)
+			}
+			c.obs.Retry(route, "rate_limited")
+			c.obs.RateLimitWait(wait)
+			c.log.Info("erp rate limit, waiting", "route", route, "wait", wait)
+			if err := sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+			continue
+		case status >= 500:
+			attempts++
+			if attempts >= c.opt.MaxAttempts {
+				return nil, &HTTPError{Route: route, Status: status, Excerpt: excerpt(body)}
+			}
+			c.obs.Retry(route, "server_error")
+			c.log.Debug("erp server error, retrying", "route", route, "status", status, "attempt", attempts)
+			if err := sleep(ctx, c.backoff(attempts)); err != nil {
+				return nil, err
+			}
+			continue
+		default:
+			return nil, &HTTPError{Route: route, Status: status, Excerpt: excerpt(body)}
+		}
+	}
+}
+
+// exchange sends one request and reads the whole answer. An error means
+// no complete answer arrived (connection reset, timeout, cut body).
+func (c *Client) exchange(ctx context.Context, route, method, target, auth string, body []byte) (int, http.Header, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("building request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "erpsync")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.obs.Request(route, 0, time.Since(start))
+		return 0, nil, nil, stripURL(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	c.obs.Request(route, resp.StatusCode, time.Since(start))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("reading %d answer: %w", resp.StatusCode, stripURL(err))
+	}
+	return resp.StatusCode, resp.Header, data, nil
+}
+
+// stripURL drops the request URL that net/http puts in its errors: it is
+// long, and the route is already in the message around it.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func (c *Client) authorization(ctx context.Context) (string, error) {
+	if c.opt.Auth == "plugin" {
+		return c.opt.PluginScheme + " " + c.opt.ClientID + "." + c.opt.ClientSecret, nil
+	}
+	tok, err := c.currentToken(ctx)
+	if err != nil {
+		return "", err
+	}
+	return "Bearer " + tok, nil
+}
+
+// renewMargin is how long before expiry a token is replaced, so a long
+// page request never starts with a token about to die.
+func renewMargin(ttl time.Duration) time.Duration {
+	return min(30*time.Second, ttl/5)
+}
+
+func (c *Client) currentToken(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token != "" && time.Now().Before(c.expires) {
+		return c.token, nil
+	}
+	return c.loginLocked(ctx)
+}
+
+func (c *Client) dropToken(auth string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if "Bearer "+c.token == auth {
+		c.token = ""
+	}
+}
+
+type tokenResponse struct {
+	AccessToken string          `json:"access_token"`
+	ExpiresIn   json.Number     `json:"expires_in"`
+	CompanyID   json.RawMessage `json:"company_id"`
+	BranchID    json.RawMessage `json:"branch_id"`
+}
+
+// loginLocked obtains a token. Callers hold c.mu, so concurrent streams of
+// one source log in once.
+func (c *Client) loginLocked(ctx context.Context) (string, error) {
+	const route = "/api/auth/token/"
+	creds, err := json.Marshal(map[string]string{"username": c.opt.Username, "password": c.opt.Password})
+	if err != nil {
+		return "", fmt.Errorf("login: %w", err)
+	}
+	u := *c.base
+	u.Path += route
+	attempts, waits := 0, 0
+	for {
+		status, header, body, err := c.exchange(ctx, route, http.MethodPost, u.String(), "", creds)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			attempts++
+			if attempts >= c.opt.MaxAttempts {
+				return "", fmt.Errorf("login: giving up after %d attempts: %w", attempts, err)
+			}
+			c.obs.Retry(route, "network")
+			if err := sleep(ctx, c.backoff(attempts)); err != nil {
+				return "", err
+			}
+			continue
+		}
+		switch {
+		case status == http.StatusOK:
+			return c.acceptToken(body)
+		case status == http.StatusBadRequest:
+			return "", &AuthError{Status: status, Reason: "the ERP says the login fields are wrong; check ERPSYNC_ERP_USERNAME and the password variable or file"}
+		case status == http.StatusUnauthorized:
+			return "", &AuthError{Status: status, Reason: "credentials were refused (wrong username or password, or the user is disabled); check ERPSYNC_ERP_USERNAME and ERPSYNC_ERP_PASSWORD / ERPSYNC_ERP_PASSWORD_FILE"}
+		case status == http.StatusForbidden:
+			return "", &AuthError{Status: status, Reason: "login forbidden: HTTPS, company, branch or licence problem at the ERP (" + excerpt(body) + ")"}
+		case status == http.StatusTooManyRequests:
+			waits++
+			wait, ok := retryAfter(header, time.Now())
+			if !ok {
+				wait = c.backoff(waits)
+			}
+			if waits > c.opt.MaxWaits || wait > c.opt.MaxRetryAfter {
+				return "", fmt.Errorf("login: rate limited %d times: giving up", waits)
+			}
+			c.obs.Retry(route, "rate_limited")
+			c.obs.RateLimitWait(wait)
+			if err := sleep(ctx, wait); err != nil {
+				return "", err
+			}
+		case status >= 500:
+			attempts++
+			if attempts >= c.opt.MaxAttempts {
+				return "", fmt.Errorf("login: %d %s after %d attempts", status, http.StatusText(status), attempts)
+			}
+			c.obs.Retry(route, "server_error")
+			if err := sleep(ctx, c.backoff(attempts)); err != nil {
+				return "", err
+			}
+		default:
+			return "", &AuthError{Status: status, Reason: "unexpected answer to the token request: " + excerpt(body)}
+		}
+	}
+}
+
+func (c *Client) acceptToken(body []byte) (string, error) {
+	var tr tokenResponse
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&tr); err != nil {
+		return "", fmt.Errorf("login: token response is not JSON: %w", err)
+	}
+	if tr.AccessToken == "" {
+		return "", fmt.Errorf("login: token response has no access_token")
+	}
+	secs, err := tr.ExpiresIn.Float64()
+	if err != nil || secs <= 0 {
+		// Unknown lifetime: renew early rather than meet a 401 mid-page.
+		secs = 300
+	}
+	ttl := time.Duration(secs * float64(time.Second))
+	c.token = tr.AccessToken
+	c.expires = time.Now().Add(ttl - renewMargin(ttl))
+	company, _ := scalarText(tr.CompanyID)
+	branch, _ := scalarText(tr.BranchID)
+	if company != "" {
+		c.identity = &Identity{CompanyID: company, BranchID: branch}
+	}
+	c.log.Debug("erp login succeeded", "expires_in", ttl)
+	return c.token, nil
+}
+
+// Close revokes the token (best effort) and forgets it.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	tok := c.token
+	c.token = ""
+	c.mu.Unlock()
+	if tok == "" {
+		return nil
+	}
+	const route = "/api/auth/revoke/"
+	u := *c.base
+	u.Path += route
+	status, _, body, err := c.exchange(ctx, route, http.MethodPost, u.String(), "Bearer "+tok, []byte("{}"))
+	if err != nil {
+		return fmt.Errorf("revoke token: %w", err)
+	}
+	if status != http.StatusOK && status != http.StatusNoContent {
+		return fmt.Errorf("revoke token: %d %s: %s", status, http.StatusText(status), excerpt(body))
+	}
+	return nil
+}
+
+// backoff is capped exponential with full jitter.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.opt.BackoffBase << min(attempt-1, 20)
+	if d <= 0 || d > c.opt.BackoffMax {
+		d = c.opt.BackoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// retryAfter parses Retry-After as seconds or an HTTP date.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		// An HTTP date has whole seconds: round up so we never come back
+		// before the server allows it.
+		return max(t.Sub(now).Truncate(time.Second)+time.Second, 0), true
+	}
+	return 0, false
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// excerpt is a short, single-line start of a body for error messages.
+func excerpt(b []byte) string {
+	const max = 200
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return s
+}
+
+// RouteLabel turns a path into a low-cardinality label: segments that
+// carry an id become {pk}.
+func RouteLabel(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if strings.ContainsAny(p, "0123456789") {
+			parts[i] = "{pk}"
+		}
+	}
+	return strings.Join(parts, "/")
+}

@@ -1,0 +1,774 @@
+// Package erpsim is an in-process simulator of the ERP HTTP API that erpsync
+// mirrors (see seed/erp-http-api.md and SPEC section 8). It is an
+// http.Handler: tests wrap it in httptest.NewServer, `erpsync demo` serves it
+// on loopback with Serve.
+//
+// The simulator follows the reference (token auth, cursor-paged invoice list,
+// currency scope rules, accounting and messaging lists) and has knobs for what
+// real installations do: page-size cap, token lifetime, 429 with Retry-After,
+// 5xx, dropped connections, latency, money as JSON number or string and
+// different list envelopes. All state sits behind one mutex.
+package erpsim
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// Envelope is the response shape of the simple list routes.
+type Envelope string
+
+// The list envelopes a client must accept (SPEC section 1).
+const (
+	EnvelopeData       Envelope = "data"       // {"ok":true,"data":[...]}
+	EnvelopeArray      Envelope = "array"      // bare [...]
+	EnvelopeResults    Envelope = "results"    // DRF: {"count","next","previous","results"}; ?page=N, page size = PageSizeCap
+	EnvelopeDataTables Envelope = "datatables" // {"draw","recordsTotal","recordsFiltered","data"}
+)
+
+// Faults injects failures into data GETs (any GET except /api/auth/*).
+// Each kind keeps its own counter of all data GETs; 0 disables a kind.
+// When several kinds fall on the same request, drop wins over 503 over 429.
+type Faults struct {
+	RateLimitEvery     int           // every Nth data GET answers 429 with Retry-After
+	RetryAfter         time.Duration // default 1s; written in whole seconds (rounded up)
+	RetryAfterHTTPDate bool          // write Retry-After as an HTTP date instead of seconds
+	ServerErrorEvery   int           // every Nth data GET answers 503 {"detail":"unavailable"}
+	DropEvery          int           // every Nth data GET: hijack and close the connection without answering
+}
+
+// Options configures a simulator. Zero values take the documented defaults.
+type Options struct {
+	Username, Password     string // default "erpsync" / "erpsync-demo-password"
+	PluginScheme           string // default "ERPPlugin"
+	ClientID, ClientSecret string // if both set, "Authorization: <PluginScheme> <ClientID>.<ClientSecret>" is accepted
+	CompanyID, BranchID    int    // default 1 and 1
+	Invoices               int    // generated invoices (default 250; negative means 0)
+	Seed                   int64  // deterministic generation; default 1
+	PageSizeCap            int    // default 100
+	DefaultPageSize        int    // default 25
+	TokenTTL               time.Duration
+	MoneyAsString          bool     // money written as JSON strings
+	ListEnvelope           Envelope // envelope of the simple lists (default EnvelopeData)
+	Latency                time.Duration
+	Faults                 Faults
+	MaxRequestLog          int  // default 100000
+	ForbidLogin            bool // logins with good credentials answer 403
+	// Now is the clock (default time.Now); tests use it for token expiry.
+	Now func() time.Time
+}
+
+// Request is one entry of the request log.
+type Request struct {
+	Method, Path, RawQuery string
+	Authorization          string // header as received
+	Status                 int    // status answered (0 when dropped or abandoned)
+	At                     time.Time
+}
+
+// Invoice is one sales invoice of the simulated ERP.
+type Invoice struct {
+	ID         int64
+	Number     string
+	Date       string // YYYY-MM-DD
+	Customer   string
+	CustomerID int64 // written as customer.id
+	Currency   string
+	TotalBC    decimal.Decimal
+	Status     string
+	UpdatedAt  string // RFC3339; empty means Date + "T10:00:00Z"
+	// Raw, if non-nil, is emitted verbatim as the record instead of the
+	// encoding of the fields.
+	Raw json.RawMessage
+}
+
+// Currency is one entry of the currency list.
+type Currency struct {
+	ID                            int64
+	Code, Name                    string
+	ExchangeRate                  string // written verbatim as a JSON string
+	IsBase, SystemEnabled, Active bool
+}
+
+// Hook is consulted first for every request (after it is recorded). If it
+// returns true the simulator does nothing else for that request.
+type Hook func(w http.ResponseWriter, r *http.Request) (handled bool)
+
+type tokenInfo struct {
+	expires time.Time
+}
+
+// Sim is the simulator. Create it with New.
+type Sim struct {
+	mu sync.Mutex
+
+	opts Options // read-only after New
+	now  func() time.Time
+
+	money   bool
+	env     Envelope
+	latency time.Duration
+
+	faults                  Faults
+	rlCount, seCount, dropN int
+	hook                    Hook
+	forbidLogin             bool
+	loginRL                 int
+	loginRetryAfter         time.Duration
+
+	tokens      map[string]tokenInfo
+	revocations int
+
+	log     []Request
+	logSeq  int64 // sequence number of log[0]
+	nextSeq int64
+
+	invoices []Invoice
+	gen      uint64
+	pre      map[int]*preEncoded
+
+	currencies []Currency
+	fx         fixtures
+}
+
+// New returns a simulator with generated data.
+func New(opts Options) *Sim {
+	if opts.Username == "" {
+		opts.Username = "erpsync"
+	}
+	if opts.Password == "" {
+		opts.Password = "erpsync-demo-password"
+	}
+	if opts.PluginScheme == "" {
+		opts.PluginScheme = "ERPPlugin"
+	}
+	if opts.CompanyID == 0 {
+		opts.CompanyID = 1
+	}
+	if opts.BranchID == 0 {
+		opts.BranchID = 1
+	}
+	switch {
+	case opts.Invoices == 0:
+		opts.Invoices = 250
+	case opts.Invoices < 0:
+		opts.Invoices = 0
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if opts.PageSizeCap <= 0 {
+		opts.PageSizeCap = 100
+	}
+	if opts.DefaultPageSize <= 0 {
+		opts.DefaultPageSize = 25
+	}
+	if opts.DefaultPageSize > opts.PageSizeCap {
+		opts.DefaultPageSize = opts.PageSizeCap
+	}
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.ListEnvelope == "" {
+		opts.ListEnvelope = EnvelopeData
+	}
+	if opts.MaxRequestLog <= 0 {
+		opts.MaxRequestLog = 100000
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	s := &Sim{
+		opts:        opts,
+		money:       opts.MoneyAsString,
+		env:         opts.ListEnvelope,
+		latency:     opts.Latency,
+		now:         now,
+		faults:      opts.Faults,
+		forbidLogin: opts.ForbidLogin,
+		tokens:      map[string]tokenInfo{},
+		gen:         1,
+		invoices:    generateInvoices(opts.Invoices, opts.Seed),
+		currencies:  defaultCurrencies(),
+		fx:          buildFixtures(opts.Seed, opts.BranchID),
+	}
+	return s
+}
+
+// ---- knobs -----------------------------------------------------------------
+
+// SetFaults replaces the fault configuration and resets the fault counters.
+func (s *Sim) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = f
+	s.rlCount, s.seCount, s.dropN = 0, 0, 0
+}
+
+// SetMoneyAsString switches money between JSON numbers and JSON strings.
+func (s *Sim) SetMoneyAsString(b bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.money = b
+}
+
+// SetListEnvelope changes the envelope of the simple lists.
+func (s *Sim) SetListEnvelope(e Envelope) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e == "" {
+		e = EnvelopeData
+	}
+	s.env = e
+}
+
+// SetLatency changes the delay added before every answer.
+func (s *Sim) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = d
+}
+
+// SetHook installs a hook consulted first for every request; nil clears it.
+func (s *Sim) SetHook(h Hook) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hook = h
+}
+
+// SetForbidLogin makes logins with good credentials answer 403.
+func (s *Sim) SetForbidLogin(b bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forbidLogin = b
+}
+
+// RateLimitLogins makes the next n logins answer 429 with Retry-After
+// (whole seconds, rounded up; at least 1).
+func (s *Sim) RateLimitLogins(n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loginRL = max(n, 0)
+	s.loginRetryAfter = retryAfter
+}
+
+// ---- request log -----------------------------------------------------------
+
+// Requests returns a copy of the request log, oldest first.
+func (s *Sim) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.log
+	if len(l) > s.opts.MaxRequestLog {
+		l = l[len(l)-s.opts.MaxRequestLog:]
+	}
+	return append([]Request(nil), l...)
+}
+
+// ResetRequests empties the request log.
+func (s *Sim) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logSeq = s.nextSeq
+	s.log = nil
+}
+
+func (s *Sim) record(r *http.Request) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	max := s.opts.MaxRequestLog
+	if len(s.log) >= 2*max {
+		drop := len(s.log) - max + 1
+		nl := make([]Request, len(s.log)-drop, 2*max)
+		copy(nl, s.log[drop:])
+		s.log = nl
+		s.logSeq += int64(drop)
+	}
+	seq := s.nextSeq
+	s.nextSeq++
+	s.log = append(s.log, Request{
+		Method:        r.Method,
+		Path:          r.URL.Path,
+		RawQuery:      r.URL.RawQuery,
+		Authorization: r.Header.Get("Authorization"),
+		At:            s.now(),
+	})
+	return seq
+}
+
+func (s *Sim) setStatus(seq int64, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := seq - s.logSeq
+	if i >= 0 && i < int64(len(s.log)) {
+		s.log[i].Status = status
+	}
+}
+
+// ---- invoices ----------------------------------------------------------------
+
+// Invoices returns a copy of the invoices, in page order.
+func (s *Sim) Invoices() []Invoice {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Invoice(nil), s.invoices...)
+}
+
+// MutateInvoices replaces the invoices with f's result, under the lock. It
+// drops any pre-encoded pages.
+func (s *Sim) MutateInvoices(f func([]Invoice) []Invoice) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.invoices = f(s.invoices)
+	s.pre = nil
+}
+
+// InvoiceTotal is the exact sum of TotalBC over the invoices whose Raw is nil.
+func (s *Sim) InvoiceTotal() decimal.Decimal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum := decimal.Zero
+	for i := range s.invoices {
+		if s.invoices[i].Raw == nil {
+			sum = sum.Add(s.invoices[i].TotalBC)
+		}
+	}
+	return sum
+}
+
+// InvalidateCursors bumps the cursor generation: every cursor issued before
+// answers 400 {"ok":false,"error":"invalid cursor"}.
+func (s *Sim) InvalidateCursors() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+}
+
+// ---- tokens ------------------------------------------------------------------
+
+// ExpireTokens makes every issued token answer 401, as if expired.
+func (s *Sim) ExpireTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.tokens)
+}
+
+// ActiveTokens is the number of tokens that are neither expired nor revoked.
+func (s *Sim) ActiveTokens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	n := 0
+	for _, t := range s.tokens {
+		if now.Before(t.expires) {
+			n++
+		}
+	}
+	return n
+}
+
+// Revocations is the number of successful revokes so far.
+func (s *Sim) Revocations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revocations
+}
+
+// ---- currencies ----------------------------------------------------------------
+
+// Currencies returns a copy of the currency table.
+func (s *Sim) Currencies() []Currency {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Currency(nil), s.currencies...)
+}
+
+// SetCurrencies replaces the currency table.
+func (s *Sim) SetCurrencies(c []Currency) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.currencies = append([]Currency(nil), c...)
+}
+
+// SetCurrencyRate sets the exchange rate (verbatim) of the currency with that
+// code; an unknown code is ignored.
+func (s *Sim) SetCurrencyRate(code, rate string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.currencies {
+		if s.currencies[i].Code == code {
+			s.currencies[i].ExchangeRate = rate
+		}
+	}
+}
+
+func defaultCurrencies() []Currency {
+	return []Currency{
+		{ID: 1, Code: "USD", Name: "US Dollar", ExchangeRate: "1.000000", IsBase: true, SystemEnabled: true, Active: true},
+		{ID: 2, Code: "EUR", Name: "Euro", ExchangeRate: "0.921500", SystemEnabled: true, Active: true},
+		{ID: 3, Code: "GBP", Name: "Pound Sterling", ExchangeRate: "0.789300", SystemEnabled: true, Active: true},
+		{ID: 4, Code: "JPY", Name: "Japanese Yen", ExchangeRate: "151.230000", SystemEnabled: false, Active: true},
+		{ID: 5, Code: "CHF", Name: "Swiss Franc", ExchangeRate: "0.880100", SystemEnabled: true, Active: true},
+		{ID: 6, Code: "SEK", Name: "Swedish Krona", ExchangeRate: "10.412000", SystemEnabled: true, Active: false},
+	}
+}
+
+// ---- serving -------------------------------------------------------------------
+
+// Serve serves the simulator on ln until ctx is done, then shuts the server
+// down gracefully (bounded) and returns nil.
+func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+	}
+	cancelBase() // abort latency sleeps of requests in flight
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+// statusWriter captures the status answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status   int
+	hijacked bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("erpsim: hijack not supported")
+	}
+	c, rw, err := h.Hijack()
+	if err == nil {
+		w.hijacked = true
+	}
+	return c, rw, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP answers one request.
+func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	seq := s.record(r)
+	w := &statusWriter{ResponseWriter: rw}
+	defer func() {
+		st := w.status
+		if w.hijacked {
+			st = 0
+		}
+		s.setStatus(seq, st)
+	}()
+
+	s.mu.Lock()
+	hook := s.hook
+	latency := s.latency
+	s.mu.Unlock()
+
+	if hook != nil && hook(w, r) {
+		if w.status == 0 && !w.hijacked {
+			w.status = http.StatusOK
+		}
+		return
+	}
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+
+	path := r.URL.Path
+	isAuth := strings.HasPrefix(path, "/api/auth/")
+	isRead := r.Method == http.MethodGet || r.Method == http.MethodHead
+
+	if !isRead && !(isAuth && r.Method == http.MethodPost) {
+		// Writes are recorded and acknowledged so tests can prove erpsync never writes.
+		writeJSON(w, http.StatusOK, `{"ok":true}`)
+		return
+	}
+	if isAuth {
+		s.serveAuth(w, r)
+		return
+	}
+	if s.injectFault(w) {
+		return
+	}
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="erp"`)
+		writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
+		return
+	}
+	s.route(w, r)
+}
+
+// injectFault applies Faults to a data GET; it reports whether it answered.
+func (s *Sim) injectFault(w *statusWriter) bool {
+	s.mu.Lock()
+	f := s.faults
+	s.rlCount++
+	s.seCount++
+	s.dropN++
+	drop := f.DropEvery > 0 && s.dropN%f.DropEvery == 0
+	se := f.ServerErrorEvery > 0 && s.seCount%f.ServerErrorEvery == 0
+	rl := f.RateLimitEvery > 0 && s.rlCount%f.RateLimitEvery == 0
+	now := s.now()
+	s.mu.Unlock()
+	switch {
+	case drop:
+		if h, ok := w.ResponseWriter.(http.Hijacker); ok {
+			if c, _, err := h.Hijack(); err == nil {
+				w.hijacked = true
+				_ = c.Close()
+				return true
+			}
+		}
+		w.hijacked = true
+		panic(http.ErrAbortHandler)
+	case se:
+		writeJSON(w, http.StatusServiceUnavailable, `{"detail":"unavailable"}`)
+		return true
+	case rl:
+		writeRetryAfter(w, f.RetryAfter, f.RetryAfterHTTPDate, now)
+		writeJSON(w, http.StatusTooManyRequests, `{"detail":"rate limited"}`)
+		return true
+	}
+	return false
+}
+
+func writeRetryAfter(w http.ResponseWriter, d time.Duration, httpDate bool, now time.Time) {
+	if d <= 0 {
+		d = time.Second
+	}
+	if httpDate {
+		at := now.Add(d).UTC()
+		if t := at.Truncate(time.Second); t.Before(at) {
+			at = t.Add(time.Second)
+		}
+		w.Header().Set("Retry-After", at.Format(http.TimeFormat))
+		return
+	}
+	w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(d), 10))
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	sec := int64((d + time.Second - 1) / time.Second)
+	return max(sec, 1)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+func writeBytes(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func notFound(w http.ResponseWriter) {
+	writeJSON(w, http.StatusNotFound, `{"detail":"not found"}`)
+}
+
+// ---- auth ------------------------------------------------------------------------
+
+func (s *Sim) bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || tok == "" {
+		return "", false
+	}
+	return tok, true
+}
+
+func (s *Sim) pluginOK(r *http.Request) bool {
+	o := s.opts
+	if o.ClientID == "" || o.ClientSecret == "" {
+		return false
+	}
+	want := o.PluginScheme + " " + o.ClientID + "." + o.ClientSecret
+	got := r.Header.Get("Authorization")
+	return subtle.ConstantTimeCompare([]byte(want), []byte(got)) == 1
+}
+
+func (s *Sim) tokenLive(tok string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tokens[tok]
+	if !ok {
+		return false
+	}
+	if !s.now().Before(t.expires) {
+		delete(s.tokens, tok)
+		return false
+	}
+	return true
+}
+
+func (s *Sim) authorized(r *http.Request) bool {
+	if tok, ok := s.bearer(r); ok && s.tokenLive(tok) {
+		return true
+	}
+	return s.pluginOK(r)
+}
+
+func (s *Sim) serveAuth(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/api/auth/token/":
+		if r.Method != http.MethodPost {
+			writeJSON(w, http.StatusMethodNotAllowed, `{"detail":"method not allowed"}`)
+			return
+		}
+		s.login(w, r)
+	case "/api/auth/me/":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeJSON(w, http.StatusMethodNotAllowed, `{"detail":"method not allowed"}`)
+			return
+		}
+		username := ""
+		if tok, ok := s.bearer(r); ok && s.tokenLive(tok) {
+			username = s.opts.Username
+		} else if s.pluginOK(r) {
+			username = s.opts.ClientID
+		} else {
+			writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
+			return
+		}
+		var e enc
+		e.val(obj{{"id", 7}, {"username", username}, {"company_id", s.opts.CompanyID}, {"branch_id", s.opts.BranchID}})
+		writeBytes(w, http.StatusOK, e.b)
+	case "/api/auth/revoke/":
+		if r.Method != http.MethodPost {
+			writeJSON(w, http.StatusMethodNotAllowed, `{"detail":"method not allowed"}`)
+			return
+		}
+		tok, ok := s.bearer(r)
+		if !ok || !s.tokenLive(tok) {
+			writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
+			return
+		}
+		s.mu.Lock()
+		delete(s.tokens, tok)
+		s.revocations++
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, `{"ok":true}`)
+	default:
+		notFound(w)
+	}
+}
+
+func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.loginRL > 0 {
+		s.loginRL--
+		ra := s.loginRetryAfter
+		now := s.now()
+		s.mu.Unlock()
+		writeRetryAfter(w, ra, false, now)
+		writeJSON(w, http.StatusTooManyRequests, `{"detail":"too many login attempts"}`)
+		return
+	}
+	forbid := s.forbidLogin
+	s.mu.Unlock()
+	o := s.opts
+
+	var body struct {
+		Username *string `json:"username"`
+		Password *string `json:"password"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+	if err := dec.Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, `{"detail":"malformed JSON body"}`)
+		return
+	}
+	if body.Username == nil || body.Password == nil || *body.Username == "" || *body.Password == "" {
+		writeJSON(w, http.StatusBadRequest, `{"detail":"username and password are required"}`)
+		return
+	}
+	userOK := subtle.ConstantTimeCompare([]byte(*body.Username), []byte(o.Username)) == 1
+	passOK := subtle.ConstantTimeCompare([]byte(*body.Password), []byte(o.Password)) == 1
+	if !userOK || !passOK {
+		writeJSON(w, http.StatusUnauthorized, `{"detail":"invalid credentials"}`)
+		return
+	}
+	if forbid {
+		writeJSON(w, http.StatusForbidden, `{"detail":"login forbidden: company, branch or license unavailable"}`)
+		return
+	}
+	var raw [20]byte
+	_, _ = rand.Read(raw[:])
+	tok := hex.EncodeToString(raw[:])
+	s.mu.Lock()
+	now := s.now()
+	exp := now.Add(o.TokenTTL)
+	s.tokens[tok] = tokenInfo{expires: exp}
+	s.mu.Unlock()
+	var e enc
+	e.val(obj{
+		{"access_token", tok},
+		{"token_type", "Bearer"},
+		{"expires_in", ceilSeconds(o.TokenTTL)},
+		{"expires_at", exp.UTC().Format(time.RFC3339)},
+		{"company_id", o.CompanyID},
+		{"branch_id", o.BranchID},
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	writeBytes(w, http.StatusOK, e.b)
+}

@@ -1,0 +1,969 @@
+package erpsim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+type resp struct {
+	status int
+	body   []byte
+	header http.Header
+}
+
+func newSim(t *testing.T, o Options) (*Sim, *httptest.Server) {
+	t.Helper()
+	s := New(o)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+func do(t *testing.T, c *http.Client, method, u, auth string, body string) (resp, error) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, u, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	if c == nil {
+		c = http.DefaultClient
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return resp{}, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return resp{}, err
+	}
+	return resp{res.StatusCode, b, res.Header}, nil
+}
+
+func mustDo(t *testing.T, method, u, auth, body string) resp {
+	t.Helper()
+	r, err := do(t, nil, method, u, auth, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func get(t *testing.T, srv *httptest.Server, path, tok string) resp {
+	t.Helper()
+	return mustDo(t, "GET", srv.URL+path, "Bearer "+tok, "")
+}
+
+func login(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", `{"username":"erpsync","password":"erpsync-demo-password"}`)
+	if r.status != 200 {
+		t.Fatalf("login: %d %s", r.status, r.body)
+	}
+	var tr struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal(r.body, &tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr.AccessToken
+}
+
+func decode(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return m
+}
+
+func TestLogin(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		setup  func(*Sim)
+		status int
+		retry  string
+	}{
+		{"ok", `{"username":"erpsync","password":"erpsync-demo-password"}`, nil, 200, ""},
+		{"wrong password", `{"username":"erpsync","password":"nope"}`, nil, 401, ""},
+		{"wrong user", `{"username":"x","password":"erpsync-demo-password"}`, nil, 401, ""},
+		{"malformed", `{"username":`, nil, 400, ""},
+		{"missing password", `{"username":"erpsync"}`, nil, 400, ""},
+		{"forbidden", `{"username":"erpsync","password":"erpsync-demo-password"}`, func(s *Sim) { s.SetForbidLogin(true) }, 403, ""},
+		{"forbidden needs good credentials", `{"username":"erpsync","password":"bad"}`, func(s *Sim) { s.SetForbidLogin(true) }, 401, ""},
+		{"rate limited", `{"username":"erpsync","password":"erpsync-demo-password"}`, func(s *Sim) { s.RateLimitLogins(1, 1500*time.Millisecond) }, 429, "2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := newSim(t, Options{CompanyID: 3, BranchID: 9, TokenTTL: 90500 * time.Millisecond})
+			if tc.setup != nil {
+				tc.setup(s)
+			}
+			r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", tc.body)
+			if r.status != tc.status {
+				t.Fatalf("status %d want %d: %s", r.status, tc.status, r.body)
+			}
+			if tc.retry != "" && r.header.Get("Retry-After") != tc.retry {
+				t.Fatalf("Retry-After %q want %q", r.header.Get("Retry-After"), tc.retry)
+			}
+			if tc.status != 200 {
+				if _, ok := decode(t, r.body)["detail"]; !ok {
+					t.Fatalf("no detail in %s", r.body)
+				}
+				if s.ActiveTokens() != 0 {
+					t.Fatal("token issued on failure")
+				}
+				return
+			}
+			m := decode(t, r.body)
+			tok, _ := m["access_token"].(string)
+			if len(tok) != 40 || strings.Trim(tok, "0123456789abcdef") != "" {
+				t.Fatalf("token %q", tok)
+			}
+			if m["token_type"] != "Bearer" || m["expires_in"].(json.Number) != "91" ||
+				m["company_id"].(json.Number) != "3" || m["branch_id"].(json.Number) != "9" {
+				t.Fatalf("token response %s", r.body)
+			}
+			if _, err := time.Parse(time.RFC3339, m["expires_at"].(string)); err != nil {
+				t.Fatal(err)
+			}
+			me := get(t, srv, "/api/auth/me/", tok)
+			if me.status != 200 || string(me.body) != `{"id":7,"username":"erpsync","company_id":3,"branch_id":9}` {
+				t.Fatalf("me: %d %s", me.status, me.body)
+			}
+			if s.ActiveTokens() != 1 {
+				t.Fatal("ActiveTokens")
+			}
+		})
+	}
+}
+
+func TestRateLimitLoginsThenOK(t *testing.T) {
+	s, srv := newSim(t, Options{})
+	s.RateLimitLogins(2, 0)
+	for i := range 2 {
+		r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", `{"username":"erpsync","password":"erpsync-demo-password"}`)
+		if r.status != 429 || r.header.Get("Retry-After") != "1" {
+			t.Fatalf("login %d: %d %q", i, r.status, r.header.Get("Retry-After"))
+		}
+	}
+	login(t, srv)
+}
+
+func TestAuthRequired(t *testing.T) {
+	s, srv := newSim(t, Options{ClientID: "cid", ClientSecret: "sekret"})
+	tok := login(t, srv)
+	tests := []struct {
+		auth   string
+		status int
+	}{
+		{"", 401},
+		{"Bearer ", 401},
+		{"Bearer deadbeef", 401},
+		{"Bearer " + tok, 200},
+		{"ERPPlugin cid.sekret", 200},
+		{"ERPPlugin cid.wrong", 401},
+		{"Other cid.sekret", 401},
+	}
+	for _, tc := range tests {
+		r := mustDo(t, "GET", srv.URL+"/accounts/api/cashboxes/", tc.auth, "")
+		if r.status != tc.status {
+			t.Errorf("auth %q: %d want %d", tc.auth, r.status, tc.status)
+		}
+		if tc.status == 401 && string(r.body) != `{"detail":"token missing, invalid or expired"}` {
+			t.Errorf("401 body %s", r.body)
+		}
+	}
+	if r := mustDo(t, "GET", srv.URL+"/api/auth/me/", "ERPPlugin cid.sekret", ""); r.status != 200 {
+		t.Errorf("me with plugin: %d", r.status)
+	}
+	// The authorization header is kept verbatim in the log.
+	found := false
+	for _, q := range s.Requests() {
+		if q.Authorization == "ERPPlugin cid.sekret" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("plugin header not recorded")
+	}
+}
+
+type invPage struct {
+	OK         bool              `json:"ok"`
+	Data       []json.RawMessage `json:"data"`
+	Pagination struct {
+		HasNext    bool    `json:"has_next"`
+		NextCursor *string `json:"next_cursor"`
+	} `json:"pagination"`
+}
+
+// walk follows the cursor chain and returns the ids, cursors and raw bodies.
+func walk(t *testing.T, srv *httptest.Server, tok string, pageSize int) (ids []int64, cursors []string, bodies [][]byte) {
+	t.Helper()
+	q := url.Values{"page_size": {strconv.Itoa(pageSize)}}
+	for range 100000 {
+		r := get(t, srv, "/sales/api/invoices/list/?"+q.Encode(), tok)
+		if r.status != 200 {
+			t.Fatalf("page: %d %s", r.status, r.body)
+		}
+		bodies = append(bodies, r.body)
+		var p invPage
+		if err := json.Unmarshal(r.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range p.Data {
+			var v struct{ ID int64 }
+			if err := json.Unmarshal(d, &v); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, v.ID)
+		}
+		if !p.Pagination.HasNext {
+			if p.Pagination.NextCursor != nil {
+				t.Fatal("next_cursor on last page")
+			}
+			return
+		}
+		cursors = append(cursors, *p.Pagination.NextCursor)
+		q.Set("cursor", *p.Pagination.NextCursor)
+	}
+	t.Fatal("no end")
+	return
+}
+
+func TestCursorPaging(t *testing.T) {
+	for _, tc := range []struct{ n, ps, want int }{{237, 20, 20}, {250, 0, 25}, {250, 1000, 100}, {0, 10, 10}, {40, 10, 10}} {
+		t.Run(strconv.Itoa(tc.n)+"/"+strconv.Itoa(tc.ps), func(t *testing.T) {
+			s, srv := newSim(t, Options{Invoices: max(tc.n, -1)})
+			if tc.n == 0 {
+				s.MutateInvoices(func([]Invoice) []Invoice { return nil })
+			}
+			tok := login(t, srv)
+			ids, cursors, _ := walk(t, srv, tok, tc.ps)
+			inv := s.Invoices()
+			if len(ids) != len(inv) {
+				t.Fatalf("walked %d ids, have %d invoices", len(ids), len(inv))
+			}
+			for i := range ids {
+				if ids[i] != inv[i].ID || ids[i] != int64(1001+i) {
+					t.Fatalf("id %d = %d", i, ids[i])
+				}
+			}
+			wantPages := max((tc.n+tc.want-1)/tc.want, 1)
+			if len(cursors) != wantPages-1 {
+				t.Fatalf("%d cursors, want %d", len(cursors), wantPages-1)
+			}
+			for _, c := range cursors {
+				if !strings.ContainsAny(c, "+/=") || url.QueryEscape(c) == c {
+					t.Fatalf("cursor %q does not need URL-encoding", c)
+				}
+			}
+		})
+	}
+}
+
+func TestCursorErrors(t *testing.T) {
+	s, srv := newSim(t, Options{Invoices: 30})
+	tok := login(t, srv)
+	_, cursors, _ := walk(t, srv, tok, 10)
+	c := cursors[0]
+	const invalid = `{"ok":false,"error":"invalid cursor"}`
+	tests := []struct {
+		name, query string
+		status      int
+		body        string
+	}{
+		{"unencoded cursor", "page_size=10&cursor=" + c, 400, invalid},
+		{"garbage", "cursor=" + url.QueryEscape("nope"), 400, invalid},
+		{"empty", "cursor=", 400, invalid},
+		{"tampered", "cursor=" + url.QueryEscape(s.cursor(1, 3)[:8]+"AAAA"+s.cursor(1, 3)[12:]), 400, invalid},
+		{"page", "page=2", 400, ""},
+		{"offset", "offset=10", 400, ""},
+		{"good", "page_size=10&cursor=" + url.QueryEscape(c), 200, ""},
+	}
+	for _, tc := range tests {
+		r := get(t, srv, "/sales/api/invoices/list/?"+tc.query, tok)
+		if r.status != tc.status || (tc.body != "" && string(r.body) != tc.body) {
+			t.Errorf("%s: %d %s", tc.name, r.status, r.body)
+		}
+	}
+	s.InvalidateCursors()
+	r := get(t, srv, "/sales/api/invoices/list/?page_size=10&cursor="+url.QueryEscape(c), tok)
+	if r.status != 400 || string(r.body) != invalid {
+		t.Fatalf("after InvalidateCursors: %d %s", r.status, r.body)
+	}
+	// A new sweep works and issues new-generation cursors.
+	ids, cursors2, _ := walk(t, srv, tok, 10)
+	if len(ids) != 30 || cursors2[0] == c {
+		t.Fatalf("new sweep: %d ids, cursor %q", len(ids), cursors2[0])
+	}
+}
+
+func TestMoneyExactDigits(t *testing.T) {
+	s, srv := newSim(t, Options{Invoices: 3})
+	tok := login(t, srv)
+	big := decimal.RequireFromString("123456789012345678.123456")
+	s.MutateInvoices(func(in []Invoice) []Invoice {
+		in[0].TotalBC = big
+		in[1].Raw = json.RawMessage(`{"number":"NO-ID","total_bc":"abc"}`)
+		return in
+	})
+	want := big.Add(s.Invoices()[2].TotalBC)
+	if !s.InvoiceTotal().Equal(want) {
+		t.Fatalf("InvoiceTotal %s want %s", s.InvoiceTotal(), want)
+	}
+	for _, asString := range []bool{false, true} {
+		s.SetMoneyAsString(asString)
+		r := get(t, srv, "/sales/api/invoices/list/", tok)
+		wantFrag := `"total_bc":123456789012345678.123456,`
+		if asString {
+			wantFrag = `"total_bc":"123456789012345678.123456",`
+		}
+		if !bytes.Contains(r.body, []byte(wantFrag)) {
+			t.Fatalf("asString=%v: %s", asString, r.body)
+		}
+		if !bytes.Contains(r.body, []byte(`,{"number":"NO-ID","total_bc":"abc"},`)) {
+			t.Fatalf("raw record not verbatim: %s", r.body)
+		}
+		if !bytes.HasPrefix(r.body, []byte(`{"ok":true,"data":[{"id":1001,"number":"INV-2026-000001","date":"2026-01-01","customer":{"id":`)) {
+			t.Fatalf("invoice shape: %s", r.body)
+		}
+		// Other routes follow the same money format.
+		cb := get(t, srv, "/accounts/api/cashboxes/", tok)
+		if got := bytes.Contains(cb.body, []byte(`"balance":"`)); got != asString {
+			t.Fatalf("cashbox balance asString=%v: %s", asString, cb.body)
+		}
+	}
+}
+
+func TestGeneratedInvoices(t *testing.T) {
+	a, b := New(Options{Seed: 7}).Invoices(), New(Options{Seed: 7}).Invoices()
+	if len(a) != 250 {
+		t.Fatalf("%d invoices", len(a))
+	}
+	lo, hi := decimal.RequireFromString("1.00"), decimal.RequireFromString("99999.99")
+	for i := range a {
+		if a[i].Number != b[i].Number || !a[i].TotalBC.Equal(b[i].TotalBC) {
+			t.Fatal("not deterministic")
+		}
+		if a[i].TotalBC.LessThan(lo) || a[i].TotalBC.GreaterThan(hi) || a[i].TotalBC.Exponent() != -2 {
+			t.Fatalf("total %s", a[i].TotalBC)
+		}
+	}
+	if len(New(Options{Invoices: -1}).Invoices()) != 0 {
+		t.Fatal("negative invoices")
+	}
+}
+
+func TestCurrencies(t *testing.T) {
+	noneEnabled := defaultCurrencies()
+	for i := range noneEnabled {
+		noneEnabled[i].SystemEnabled = false
+	}
+	tests := []struct {
+		name  string
+		set   []Currency
+		query string
+		want  string
+	}{
+		{"all", nil, "?scope=all", "USD,EUR,GBP,JPY,CHF"},
+		{"enabled", nil, "", "USD,EUR,GBP,CHF"},
+		{"none enabled", noneEnabled, "", "USD"},
+		{"none enabled all", noneEnabled, "?scope=all", "USD,EUR,GBP,JPY,CHF"},
+		{"empty", []Currency{}, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := newSim(t, Options{})
+			if tc.set != nil {
+				s.SetCurrencies(tc.set)
+			}
+			tok := login(t, srv)
+			r := get(t, srv, "/accounts/api/currencies/"+tc.query, tok)
+			var env struct {
+				OK   bool             `json:"ok"`
+				Data []map[string]any `json:"data"`
+			}
+			if err := json.Unmarshal(r.body, &env); err != nil || !env.OK || env.Data == nil {
+				t.Fatalf("%s %v", r.body, err)
+			}
+			var codes []string
+			for _, c := range env.Data {
+				codes = append(codes, c["code"].(string))
+			}
+			if got := strings.Join(codes, ","); got != tc.want {
+				t.Fatalf("got %s want %s", got, tc.want)
+			}
+		})
+	}
+	s, srv := newSim(t, Options{})
+	tok := login(t, srv)
+	s.SetCurrencyRate("EUR", "0.93")
+	r := get(t, srv, "/accounts/api/currencies/", tok)
+	wantEUR := `{"id":2,"code":"EUR","currency_code":"EUR","name":"Euro","currency_name":"Euro","exchange_rate":"0.93","has_exchange_rate":true,"requires_exchange_rate":true,"is_base_currency":false,"is_system_enabled":true,"is_active":true,"decimal_places":2}`
+	wantUSD := `"exchange_rate":"1.000000","has_exchange_rate":false,"requires_exchange_rate":false,"is_base_currency":true`
+	if !bytes.Contains(r.body, []byte(wantEUR)) || !bytes.Contains(r.body, []byte(wantUSD)) {
+		t.Fatalf("currency shape: %s", r.body)
+	}
+	if s.Currencies()[1].ExchangeRate != "0.93" {
+		t.Fatal("Currencies copy")
+	}
+}
+
+func TestListEnvelopes(t *testing.T) {
+	routes := map[string]int{
+		"/accounts/api/cashboxes/":               4,
+		"/accounts/api/cashbox-reconciliations/": 6,
+		"/accounts/api/payment-vouchers/":        12,
+		"/accounts/api/receipt-vouchers/":        12,
+		"/messaging/api/conversations/":          3,
+		"/messaging/api/messages/":               5,
+		"/messaging/api/templates/":              2,
+		"/messaging/api/queue/":                  2,
+	}
+	for _, env := range []Envelope{EnvelopeData, EnvelopeArray, EnvelopeResults, EnvelopeDataTables} {
+		t.Run(string(env), func(t *testing.T) {
+			s, srv := newSim(t, Options{PageSizeCap: 5})
+			s.SetListEnvelope(env)
+			tok := login(t, srv)
+			for route, n := range routes {
+				var recs []map[string]any
+				next := srv.URL + route
+				pages := 0
+				for next != "" {
+					pages++
+					r := mustDo(t, "GET", next, "Bearer "+tok, "")
+					if r.status != 200 {
+						t.Fatalf("%s: %d %s", next, r.status, r.body)
+					}
+					next = ""
+					switch env {
+					case EnvelopeArray:
+						if err := json.Unmarshal(r.body, &recs); err != nil {
+							t.Fatalf("%s: %s", route, r.body)
+						}
+					case EnvelopeData:
+						var e struct {
+							OK   *bool
+							Data []map[string]any
+						}
+						if err := json.Unmarshal(r.body, &e); err != nil || e.OK == nil || !*e.OK {
+							t.Fatalf("%s: %s", route, r.body)
+						}
+						recs = e.Data
+					case EnvelopeDataTables:
+						var e struct {
+							Draw            *int
+							RecordsTotal    int
+							RecordsFiltered int
+							Data            []map[string]any
+						}
+						if err := json.Unmarshal(r.body, &e); err != nil || e.Draw == nil || e.RecordsTotal != n || e.RecordsFiltered != n {
+							t.Fatalf("%s: %s", route, r.body)
+						}
+						recs = e.Data
+					case EnvelopeResults:
+						var e struct {
+							Count    int
+							Next     *string
+							Previous *string
+							Results  []map[string]any
+						}
+						if err := json.Unmarshal(r.body, &e); err != nil || e.Count != n || e.Previous != nil {
+							t.Fatalf("%s: %s", route, r.body)
+						}
+						recs = append(recs, e.Results...)
+						if e.Next != nil {
+							u, err := url.Parse(*e.Next)
+							if err != nil || u.Host != strings.TrimPrefix(srv.URL, "http://") || u.Scheme != "http" {
+								t.Fatalf("next %q", *e.Next)
+							}
+							next = *e.Next
+						}
+					}
+				}
+				if len(recs) != n {
+					t.Fatalf("%s: %d records want %d", route, len(recs), n)
+				}
+				seen := map[string]bool{}
+				for _, rec := range recs {
+					id := string(mustJSON(t, rec["id"]))
+					if rec["id"] == nil || seen[id] {
+						t.Fatalf("%s: bad id %v", route, rec["id"])
+					}
+					seen[id] = true
+				}
+				if env == EnvelopeResults && pages != (n+4)/5 {
+					t.Fatalf("%s: %d pages", route, pages)
+				}
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestJournalEntriesDataTables(t *testing.T) {
+	_, srv := newSim(t, Options{PageSizeCap: 20, DefaultPageSize: 7})
+	tok := login(t, srv)
+	var all []string
+	for start := 0; ; {
+		r := get(t, srv, "/accounts/api/journal-entries/?draw=4&length=100&start="+strconv.Itoa(start), tok)
+		var e struct {
+			Draw         int
+			RecordsTotal int
+			Data         []struct {
+				ID                      string
+				TotalDebit, TotalCredit json.Number `json:"-"`
+			}
+		}
+		if err := json.Unmarshal(r.body, &e); err != nil || e.Draw != 4 || e.RecordsTotal != 30 {
+			t.Fatalf("%s", r.body)
+		}
+		if len(e.Data) == 0 {
+			break
+		}
+		if len(e.Data) > 20 {
+			t.Fatal("length not capped")
+		}
+		for _, d := range e.Data {
+			all = append(all, d.ID)
+		}
+		start += len(e.Data)
+	}
+	if len(all) != 30 || all[0] != "JE-000001" || all[29] != "JE-000030" {
+		t.Fatalf("%v", all)
+	}
+	r := get(t, srv, "/accounts/api/journal-entries/", tok)
+	m := decode(t, r.body)
+	if m["draw"].(json.Number) != "1" || len(m["data"].([]any)) != 7 {
+		t.Fatalf("defaults: %s", r.body)
+	}
+}
+
+func TestDetailRoutes(t *testing.T) {
+	_, srv := newSim(t, Options{BranchID: 4})
+	tok := login(t, srv)
+	tests := []struct {
+		path   string
+		status int
+		check  func(t *testing.T, m map[string]any)
+	}{
+		{"/accounts/api/journal-entries/JE-000003/journal-preview/", 200, balanced},
+		{"/accounts/api/payment-vouchers/PV-000012/journal-preview/", 200, balanced},
+		{"/accounts/api/receipt-vouchers/RV-000001/journal-preview/", 200, balanced},
+		{"/accounts/api/receipt-vouchers/PV-000001/journal-preview/", 404, nil},
+		{"/accounts/api/journal-entries/JE-999999/journal-preview/", 404, nil},
+		{"/accounts/api/cashboxes/2/access/", 200, func(t *testing.T, m map[string]any) {
+			u := m["data"].([]any)[0].(map[string]any)
+			if u["username"] == nil || u["user_id"] == nil || u["can_view"] != true {
+				t.Fatalf("%v", u)
+			}
+		}},
+		{"/accounts/api/cashboxes/99/access/", 404, nil},
+		{"/accounts/api/cashboxes/x/access/", 404, nil},
+		{"/accounts/api/balance-sheet-tree/?date_to=2026-03-31", 200, func(t *testing.T, m map[string]any) {
+			roots := m["data"].([]any)
+			bal := func(n any) decimal.Decimal {
+				return decimal.RequireFromString(string(n.(map[string]any)["balance"].(json.Number)))
+			}
+			if len(roots) != 3 || !bal(roots[0]).Equal(bal(roots[1]).Add(bal(roots[2]))) {
+				t.Fatalf("tree %v", roots)
+			}
+			var check func(n any)
+			check = func(n any) {
+				kids := n.(map[string]any)["children"].([]any)
+				if len(kids) == 0 {
+					return
+				}
+				sum := decimal.Zero
+				for _, k := range kids {
+					sum = sum.Add(bal(k))
+					check(k)
+				}
+				if !sum.Equal(bal(n)) {
+					t.Fatalf("node %v", n)
+				}
+			}
+			for _, r := range roots {
+				check(r)
+			}
+		}},
+		{"/accounts/api/balance-sheet-tree/?date_to=yesterday", 400, nil},
+		{"/messaging/api/stats/", 200, func(t *testing.T, m map[string]any) {
+			if m["data"].(map[string]any)["sent"] == nil {
+				t.Fatal("stats")
+			}
+		}},
+		{"/messaging/api/settings/", 200, func(t *testing.T, m map[string]any) {
+			if m["data"].(map[string]any)["api_key"] != "sim-secret-do-not-sync" {
+				t.Fatal("settings")
+			}
+		}},
+		{"/accounts/api/cashboxes/", 200, func(t *testing.T, m map[string]any) {
+			c := m["data"].([]any)[0].(map[string]any)
+			if c["name"] != "Main till" || c["branch_id"].(json.Number) != "4" || c["type"] != "cash" {
+				t.Fatalf("%v", c)
+			}
+		}},
+		{"/nope/", 404, nil},
+		{"/accounts/api/cashboxes", 404, nil},
+	}
+	for _, tc := range tests {
+		r := get(t, srv, tc.path, tok)
+		if r.status != tc.status {
+			t.Errorf("%s: %d want %d %s", tc.path, r.status, tc.status, r.body)
+			continue
+		}
+		if tc.status == 404 && string(r.body) != `{"detail":"not found"}` {
+			t.Errorf("%s: %s", tc.path, r.body)
+		}
+		if tc.check != nil {
+			tc.check(t, decode(t, r.body))
+		}
+	}
+}
+
+func balanced(t *testing.T, m map[string]any) {
+	lines := m["data"].(map[string]any)["lines"].([]any)
+	d, c := decimal.Zero, decimal.Zero
+	for _, l := range lines {
+		lm := l.(map[string]any)
+		d = d.Add(decimal.RequireFromString(string(lm["debit"].(json.Number))))
+		c = c.Add(decimal.RequireFromString(string(lm["credit"].(json.Number))))
+	}
+	if len(lines) < 2 || !d.Equal(c) || d.IsZero() {
+		t.Fatalf("unbalanced %v", lines)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	tests := []struct {
+		name   string
+		f      Faults
+		check  func(t *testing.T, r resp, err error)
+		faulty int // which of the requests 1..4 fails
+	}{
+		{"429 seconds", Faults{RateLimitEvery: 2, RetryAfter: 2100 * time.Millisecond}, func(t *testing.T, r resp, err error) {
+			if err != nil || r.status != 429 || r.header.Get("Retry-After") != "3" {
+				t.Fatalf("%v %d %q", err, r.status, r.header.Get("Retry-After"))
+			}
+		}, 2},
+		{"429 default", Faults{RateLimitEvery: 3}, func(t *testing.T, r resp, err error) {
+			if err != nil || r.status != 429 || r.header.Get("Retry-After") != "1" {
+				t.Fatalf("%v %d %q", err, r.status, r.header.Get("Retry-After"))
+			}
+		}, 3},
+		{"429 http date", Faults{RateLimitEvery: 2, RetryAfter: 5 * time.Second, RetryAfterHTTPDate: true}, func(t *testing.T, r resp, err error) {
+			if err != nil || r.status != 429 {
+				t.Fatalf("%v %d", err, r.status)
+			}
+			at, perr := http.ParseTime(r.header.Get("Retry-After"))
+			if perr != nil {
+				t.Fatalf("Retry-After %q: %v", r.header.Get("Retry-After"), perr)
+			}
+			if d := time.Until(at); d < 4*time.Second || d > 7*time.Second {
+				t.Fatalf("Retry-After in %v", d)
+			}
+		}, 2},
+		{"503", Faults{ServerErrorEvery: 2}, func(t *testing.T, r resp, err error) {
+			if err != nil || r.status != 503 || string(r.body) != `{"detail":"unavailable"}` {
+				t.Fatalf("%v %d %s", err, r.status, r.body)
+			}
+		}, 2},
+		{"drop", Faults{DropEvery: 2}, func(t *testing.T, r resp, err error) {
+			if err == nil {
+				t.Fatalf("no error, status %d", r.status)
+			}
+		}, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := newSim(t, Options{Faults: tc.f})
+			tok := login(t, srv)
+			login(t, srv) // logins do not count
+			// Fresh connections: the transport would silently retry a GET on a reused one.
+			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			for i := 1; i <= 4; i++ {
+				r, err := do(t, c, "GET", srv.URL+"/accounts/api/cashboxes/", "Bearer "+tok, "")
+				if i == tc.faulty || (i == 4 && tc.faulty == 2) {
+					tc.check(t, r, err)
+				} else if err != nil || r.status != 200 {
+					t.Fatalf("request %d: %v %d", i, err, r.status)
+				}
+			}
+			reqs := s.Requests()
+			last := reqs[len(reqs)-1]
+			if tc.faulty == 2 && tc.name == "drop" && last.Status != 0 {
+				t.Fatalf("dropped request logged with status %d", last.Status)
+			}
+			s.SetFaults(Faults{})
+			if r := get(t, srv, "/accounts/api/cashboxes/", tok); r.status != 200 {
+				t.Fatal("faults not cleared")
+			}
+		})
+	}
+}
+
+func TestTokenLifecycle(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s, srv := newSim(t, Options{TokenTTL: time.Minute, Now: clock})
+	t1, t2 := login(t, srv), login(t, srv)
+	if s.ActiveTokens() != 2 {
+		t.Fatal("two tokens")
+	}
+	// Revoke only the presented token.
+	if r := mustDo(t, "POST", srv.URL+"/api/auth/revoke/", "Bearer "+t1, ""); r.status != 200 || string(r.body) != `{"ok":true}` {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	if r := mustDo(t, "POST", srv.URL+"/api/auth/revoke/", "Bearer "+t1, ""); r.status != 401 {
+		t.Fatalf("second revoke: %d", r.status)
+	}
+	if get(t, srv, "/accounts/api/cashboxes/", t1).status != 401 || get(t, srv, "/accounts/api/cashboxes/", t2).status != 200 {
+		t.Fatal("revoke affected the wrong token")
+	}
+	if s.Revocations() != 1 || s.ActiveTokens() != 1 {
+		t.Fatalf("revocations %d active %d", s.Revocations(), s.ActiveTokens())
+	}
+	// TTL expiry.
+	mu.Lock()
+	now = now.Add(61 * time.Second)
+	mu.Unlock()
+	if get(t, srv, "/accounts/api/cashboxes/", t2).status != 401 || s.ActiveTokens() != 0 {
+		t.Fatal("TTL not enforced")
+	}
+	// ExpireTokens.
+	t3 := login(t, srv)
+	if get(t, srv, "/api/auth/me/", t3).status != 200 {
+		t.Fatal("fresh token")
+	}
+	s.ExpireTokens()
+	if get(t, srv, "/accounts/api/currencies/", t3).status != 401 || get(t, srv, "/api/auth/me/", t3).status != 401 || s.ActiveTokens() != 0 {
+		t.Fatal("ExpireTokens")
+	}
+}
+
+func TestWritesRecorded(t *testing.T) {
+	s, srv := newSim(t, Options{})
+	tok := login(t, srv)
+	s.ResetRequests()
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		r := mustDo(t, m, srv.URL+"/accounts/api/journal-entries/JE-000001/post/?x=1", "Bearer "+tok, `{"ids":[1]}`)
+		if r.status != 200 || string(r.body) != `{"ok":true}` {
+			t.Fatalf("%s: %d %s", m, r.status, r.body)
+		}
+	}
+	reqs := s.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	for i, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		q := reqs[i]
+		if q.Method != m || q.Path != "/accounts/api/journal-entries/JE-000001/post/" || q.RawQuery != "x=1" ||
+			q.Status != 200 || q.Authorization != "Bearer "+tok || q.At.IsZero() {
+			t.Fatalf("%+v", q)
+		}
+	}
+}
+
+func TestPreEncodedIdentical(t *testing.T) {
+	for _, asString := range []bool{false, true} {
+		s, srv := newSim(t, Options{Invoices: 537, MoneyAsString: asString})
+		s.MutateInvoices(func(in []Invoice) []Invoice {
+			in[5].TotalBC = decimal.RequireFromString("123456789012345678.123456")
+			in[6].Raw = json.RawMessage(`{"x":1}`)
+			in[7].Customer = `Quote "<&>" é`
+			return in
+		})
+		tok := login(t, srv)
+		_, _, plain := walk(t, srv, tok, 50)
+		s.PreEncodeInvoicePages(50)
+		s.mu.Lock()
+		pe := s.pre[50]
+		s.mu.Unlock()
+		if pe == nil || len(pe.pages) != len(plain) {
+			t.Fatalf("pre-encoded pages: %+v", pe)
+		}
+		for i := range plain {
+			if !bytes.Equal(pe.pages[i], plain[i]) {
+				t.Fatalf("page %d differs:\n%s\n%s", i, pe.pages[i], plain[i])
+			}
+		}
+		_, _, served := walk(t, srv, tok, 50)
+		for i := range plain {
+			if !bytes.Equal(served[i], plain[i]) {
+				t.Fatalf("served page %d differs", i)
+			}
+		}
+		// Prove the bytes come from the pre-encoded buffer: mark page 1.
+		s.mu.Lock()
+		pe.pages[1][2] = 'O'
+		s.mu.Unlock()
+		_, _, marked := walk(t, srv, tok, 50)
+		if !bytes.HasPrefix(marked[1], []byte(`{"Ok"`)) || !bytes.Equal(marked[0], plain[0]) {
+			t.Fatalf("not served from pre-encoded bytes: %.20s", marked[1])
+		}
+		s.mu.Lock()
+		pe.pages[1][2] = 'o'
+		s.mu.Unlock()
+		// Pre-encoded bytes are not served once they are stale.
+		s.SetMoneyAsString(!asString)
+		_, _, flipped := walk(t, srv, tok, 50)
+		if bytes.Equal(flipped[0], plain[0]) {
+			t.Fatal("stale pre-encoded page served after money format change")
+		}
+		s.SetMoneyAsString(asString)
+		s.InvalidateCursors()
+		_, cur, _ := walk(t, srv, tok, 50)
+		if bytes.Contains(plain[0], []byte(cur[0])) {
+			t.Fatal("stale cursor served after InvalidateCursors")
+		}
+	}
+}
+
+func TestHookLatencyAndLog(t *testing.T) {
+	s, srv := newSim(t, Options{MaxRequestLog: 3})
+	s.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/teapot/" {
+			w.WriteHeader(http.StatusTeapot)
+			return true
+		}
+		return false
+	})
+	for range 5 {
+		if r := mustDo(t, "GET", srv.URL+"/teapot/", "", ""); r.status != 418 {
+			t.Fatalf("hook: %d", r.status)
+		}
+	}
+	if r := mustDo(t, "GET", srv.URL+"/other/", "", ""); r.status != 401 {
+		t.Fatalf("no hook: %d", r.status)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 3 || reqs[0].Status != 418 || reqs[2].Status != 401 || reqs[2].Path != "/other/" {
+		t.Fatalf("%+v", reqs)
+	}
+	s.SetHook(nil)
+
+	s.SetLatency(5 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/accounts/api/cashboxes/", nil)
+	start := time.Now()
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatal("expected timeout")
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatal("latency ignored the context")
+	}
+	s.SetLatency(30 * time.Millisecond)
+	start = time.Now()
+	mustDo(t, "GET", srv.URL+"/accounts/api/cashboxes/", "", "")
+	if time.Since(start) < 30*time.Millisecond {
+		t.Fatal("latency not applied")
+	}
+}
+
+func TestServe(t *testing.T) {
+	s := New(Options{Latency: 10 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	r := mustDo(t, "POST", "http://"+ln.Addr().String()+"/api/auth/token/", "", `{"username":"erpsync","password":"erpsync-demo-password"}`)
+	if r.status != 200 {
+		t.Fatalf("login via Serve: %d", r.status)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		t.Fatal("listener still open")
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	s, srv := newSim(t, Options{Invoices: 300})
+	tok := login(t, srv)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			switch i % 4 {
+			case 0:
+				for j := 0; j < 5; j++ {
+					r, err := do(t, nil, "GET", srv.URL+"/sales/api/invoices/list/?page_size=30", "Bearer "+tok, "")
+					if err != nil || r.status != 200 {
+						t.Errorf("invoices: %v %d", err, r.status)
+					}
+				}
+			case 1:
+				s.PreEncodeInvoicePages(30)
+				s.SetMoneyAsString(i%8 == 1)
+			case 2:
+				_, _ = do(t, nil, "GET", srv.URL+"/accounts/api/currencies/?scope=all", "Bearer "+tok, "")
+				s.SetCurrencyRate("EUR", "0.95")
+			case 3:
+				s.SetListEnvelope(EnvelopeArray)
+				_, _ = do(t, nil, "GET", srv.URL+"/accounts/api/cashboxes/", "Bearer "+tok, "")
+				_ = s.Requests()
+				_ = s.InvoiceTotal()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func BenchmarkPreEncode1M(b *testing.B) {
+	s := New(Options{Invoices: 1_000_000})
+	b.ResetTimer()
+	for range b.N {
+		s.PreEncodeInvoicePages(100)
+	}
+	n := 0
+	for _, p := range s.pre[100].pages {
+		n += len(p)
+	}
+	b.ReportMetric(float64(n)/1e6, "bytes/invoice")
+}

@@ -1,0 +1,152 @@
+package sync
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+)
+
+// batch is a page turned into rows to write, rejected records and drift.
+type batch struct {
+	rows     []db.Row
+	rejected []db.Rejected
+	drift    []db.Drift
+	received int
+}
+
+// prepare checks and converts a page's records. It is pure CPU work, done
+// on the fetching side of the pipeline while the previous page is written.
+func (s *Stream) prepare(records []json.RawMessage) batch {
+	b := batch{received: len(records), rows: make([]db.Row, 0, len(records))}
+	index := make(map[string]int, len(records))
+	drift := map[[3]string]*db.Drift{}
+	for _, raw := range records {
+		row, rec, err := s.convert(raw)
+		if err != nil {
+			id := ""
+			if rec != nil {
+				id, _, _ = rec.Text("id")
+			}
+			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
+			continue
+		}
+		s.checkDrift(rec, row, drift)
+		// A record listed twice in one page keeps its last version: two
+		// rows with one key in one INSERT would fail the whole page.
+		if i, dup := index[row.ID]; dup {
+			b.rows[i] = row
+			continue
+		}
+		index[row.ID] = len(b.rows)
+		b.rows = append(b.rows, row)
+	}
+	for _, d := range drift {
+		b.drift = append(b.drift, *d)
+	}
+	slices.SortFunc(b.drift, func(x, y db.Drift) int {
+		return strings.Compare(x.Field+x.Change+x.Detail, y.Field+y.Change+y.Detail)
+	})
+	return b
+}
+
+func (s *Stream) convert(raw json.RawMessage) (db.Row, erp.Record, error) {
+	// jsonb cannot store \u0000; one such record must not fail its page.
+	if bytes.Contains(raw, []byte(`\u0000`)) {
+		return db.Row{}, nil, fmt.Errorf("record contains \\u0000, which Postgres jsonb cannot store")
+	}
+	rec, err := erp.ParseRecord(raw)
+	if err != nil {
+		return db.Row{}, nil, err
+	}
+	id, ok, err := rec.Text("id")
+	if err != nil {
+		return db.Row{}, rec, err
+	}
+	if !ok || id == "" {
+		return db.Row{}, rec, fmt.Errorf("record has no id")
+	}
+	row := db.Row{ID: id, Values: make([]any, len(s.Columns)), Payload: raw, Hash: sha256.Sum256(raw)}
+	for i, c := range s.Columns {
+		switch c.Type {
+		case Money:
+			d, ok, err := rec.Money(c.Field)
+			if err != nil {
+				return db.Row{}, rec, err
+			}
+			if ok {
+				row.Values[i] = db.Numeric(d)
+			}
+		case Bool:
+			v, ok, err := rec.Bool(c.Field)
+			if err != nil {
+				return db.Row{}, rec, err
+			}
+			if ok {
+				row.Values[i] = v
+			}
+		default:
+			v, ok, err := rec.Text(c.Field)
+			if err != nil {
+				return db.Row{}, rec, err
+			}
+			if ok {
+				row.Values[i] = v
+			}
+		}
+	}
+	return row, rec, nil
+}
+
+// checkDrift counts differences between the record and Expect.
+func (s *Stream) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Drift) {
+	if s.Expect == nil {
+		return
+	}
+	add := func(field, change, detail, example string) {
+		k := [3]string{field, change, detail}
+		if d, ok := acc[k]; ok {
+			d.Count++
+			return
+		}
+		acc[k] = &db.Drift{Field: field, Change: change, Detail: detail, Example: example, Count: 1}
+	}
+	for field, spec := range s.Expect {
+		raw, ok := rec[field]
+		if !ok {
+			add(field, "missing", "", "record "+row.ID)
+			continue
+		}
+		kind := erp.Kind(raw)
+		if kind != "null" && !slices.Contains(kinds(spec), kind) {
+			add(field, "type", "expected "+spec+", got "+kind, truncate(string(raw), 100))
+		}
+	}
+	for field, raw := range rec {
+		if _, ok := s.Expect[field]; !ok {
+			add(field, "added", erp.Kind(raw), truncate(string(raw), 100))
+		}
+	}
+	for i, c := range s.Columns {
+		if c.Type != Money || c.Scale == 0 || row.Values[i] == nil {
+			continue
+		}
+		v, _, _ := rec.Money(c.Field)
+		if got := int(-v.Exponent()); got != c.Scale {
+			text, _, _ := rec.Text(c.Field)
+			add(c.Field, "scale", fmt.Sprintf("expected %d fractional digits, got %d", c.Scale, max(got, 0)), text)
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
