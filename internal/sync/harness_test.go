@@ -1,0 +1,148 @@
+package sync_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/testdb"
+)
+
+// harness is a simulator on httptest, a fresh database and a runner.
+type harness struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	url    string
+	sim    *erpsim.Sim
+	srv    *httptest.Server
+	client *erp.Client
+	runner *sync.Runner
+	source string
+	pages  int
+}
+
+func newHarness(t *testing.T, opts erpsim.Options) *harness {
+	t.Helper()
+	pool, dbURL := testdb.Pool(t)
+	sim := erpsim.New(opts)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	h := &harness{t: t, pool: pool, url: dbURL, sim: sim, srv: srv, source: "test", pages: 50}
+	h.client = h.newClient(erp.Options{})
+	h.runner = &sync.Runner{Pool: pool}
+	return h
+}
+
+// newClient builds a client on the simulator with fast retries.
+func (h *harness) newClient(o erp.Options) *erp.Client {
+	h.t.Helper()
+	o.BaseURL = h.srv.URL
+	if o.Username == "" {
+		o.Username, o.Password = "erpsync", "erpsync-demo-password"
+	}
+	if o.BackoffBase == 0 {
+		o.BackoffBase, o.BackoffMax = 5*time.Millisecond, 50*time.Millisecond
+	}
+	c, err := erp.New(o)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+func (h *harness) run(stream string) sync.Result {
+	h.t.Helper()
+	s, ok := sync.Lookup(stream)
+	if !ok {
+		h.t.Fatalf("no stream %s", stream)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Client: h.client, PageSize: h.pages}, s, nil)
+}
+
+func (h *harness) mustRun(stream string) sync.Result {
+	h.t.Helper()
+	res := h.run(stream)
+	if res.Err != nil || res.Status != sync.StatusSucceeded {
+		h.t.Fatalf("%s: status %s: %v", stream, res.Status, res.Err)
+	}
+	return res
+}
+
+// text runs a query returning one value, as text.
+func (h *harness) text(sql string, args ...any) string {
+	h.t.Helper()
+	var s *string
+	if err := h.pool.QueryRow(context.Background(), sql, args...).Scan(&s); err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+	if s == nil {
+		return "<null>"
+	}
+	return *s
+}
+
+func (h *harness) count(sql string, args ...any) int64 {
+	h.t.Helper()
+	var n int64
+	if err := h.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// invoiceGETs counts successful invoice page requests.
+func (h *harness) invoiceGETs() int {
+	n := 0
+	for _, r := range h.sim.Requests() {
+		if r.Method == "GET" && r.Path == "/sales/api/invoices/list/" && r.Status == 200 {
+			n++
+		}
+	}
+	return n
+}
+
+// writeStats returns n_tup_ins and n_tup_upd of the data tables once the
+// statistics show at least minInvoiceInserts inserts into erp.invoices
+// and no other backend is connected to the database (so every writer
+// has flushed its counters).
+func (h *harness) writeStats(minInvoiceInserts int64) string {
+	h.t.Helper()
+	const q = `SELECT string_agg(relname || ' ins=' || n_tup_ins || ' upd=' || n_tup_upd, ', ' ORDER BY relname)
+		FROM pg_stat_user_tables WHERE schemaname = 'erp'
+		AND relname IN ('invoices', 'currencies', 'currency_rates', 'cashboxes', 'cashbox_reconciliations')`
+	h.pool.Reset() // its backends exit and flush their counters too
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := pgx.Connect(context.Background(), h.url)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		var others, inserts int64
+		var stats string
+		err = conn.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+			   AND application_name = 'erpsync'),
+			(SELECT n_tup_ins FROM pg_stat_user_tables WHERE schemaname = 'erp' AND relname = 'invoices'),
+			(`+q+`)`).Scan(&others, &inserts, &stats)
+		conn.Close(context.Background())
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if others == 0 && inserts >= minInvoiceInserts {
+			return stats
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("statistics did not settle: %d other backends, %d invoice inserts", others, inserts)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,452 @@
+package sync_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/sync"
+)
+
+const big = "123456789012345678.123456" // float64 keeps ~16 significant digits
+
+func setBig(sim *erpsim.Sim) {
+	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[3].TotalBC = decimal.RequireFromString(big)
+		inv[4].TotalBC = decimal.RequireFromString("-0.000001")
+		return inv
+	})
+}
+
+func TestExactMoney(t *testing.T) {
+	t.Parallel()
+	for _, asString := range []bool{false, true} {
+		t.Run(fmt.Sprintf("string=%v", asString), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, erpsim.Options{Invoices: 320, MoneyAsString: asString})
+			setBig(h.sim)
+			h.mustRun("invoices")
+
+			id := fmt.Sprint(h.sim.Invoices()[3].ID)
+			if got := h.text(`SELECT total_bc::text FROM erp.invoices WHERE id = $1`, id); got != big {
+				t.Errorf("total_bc = %s, want %s", got, big)
+			}
+			wantPayload := big
+			if asString {
+				wantPayload = `"` + big + `"`
+			}
+			if got := h.text(`SELECT (payload->'total_bc')::text FROM erp.invoices WHERE id = $1`, id); got != wantPayload {
+				t.Errorf("payload total_bc = %s, want %s", got, wantPayload)
+			}
+			if got := h.text(`SELECT sum(total_bc)::text FROM erp.invoices`); got != h.sim.InvoiceTotal().String() {
+				t.Errorf("sum = %s, simulator = %s", got, h.sim.InvoiceTotal())
+			}
+			if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 320 {
+				t.Errorf("rows = %d, want 320", n)
+			}
+		})
+	}
+}
+
+func TestUnchangedResyncWritesNoRowVersions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 230})
+	for _, s := range []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"} {
+		h.mustRun(s)
+	}
+	versions := func() string {
+		return h.text(`SELECT string_agg(t || ':' || n, ',' ORDER BY t) FROM (
+			SELECT 'inv' t, sum(xmin::text::bigint) n FROM erp.invoices
+			UNION ALL SELECT 'cur', sum(xmin::text::bigint) FROM erp.currencies
+			UNION ALL SELECT 'rates', sum(xmin::text::bigint) FROM erp.currency_rates
+			UNION ALL SELECT 'cb', sum(xmin::text::bigint) FROM erp.cashboxes
+			UNION ALL SELECT 'rec', sum(xmin::text::bigint) FROM erp.cashbox_reconciliations) x`)
+	}
+	before := versions()
+	statsBefore := h.writeStats(230)
+	// The re-sync runs on its own pool, closed afterwards: a backend
+	// flushes its table statistics when it exits.
+	pool, err := db.Open(context.Background(), h.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.runner = &sync.Runner{Pool: pool}
+	for _, s := range []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"} {
+		res := h.mustRun(s)
+		if res.Stats.Inserted != 0 || res.Stats.Updated != 0 || res.Stats.Unchanged != res.Stats.Seen {
+			t.Errorf("%s re-sync stats %+v: want everything unchanged", s, res.Stats)
+		}
+	}
+	pool.Close()
+	if statsAfter := h.writeStats(0); statsAfter != statsBefore {
+		t.Errorf("pg_stat_user_tables n_tup_ins/n_tup_upd moved on an unchanged re-sync:\nbefore %s\nafter  %s", statsBefore, statsAfter)
+	}
+	if after := versions(); after != before {
+		t.Errorf("row versions changed on an unchanged re-sync:\nbefore %s\nafter  %s", before, after)
+	}
+	// A row whose lock was taken by ON CONFLICT would carry our xmax.
+	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE xmax <> 0`); n != 0 {
+		t.Errorf("%d invoice rows were locked by the re-sync", n)
+	}
+}
+
+func TestChangesAndDeletions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 120})
+	h.mustRun("invoices")
+	inv := h.sim.Invoices()
+	changed, gone := fmt.Sprint(inv[0].ID), fmt.Sprint(inv[1].ID)
+	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[0].TotalBC = decimal.RequireFromString("42.42")
+		return append(inv[:1], inv[2:]...)
+	})
+
+	// A sweep that fails half-way marks nothing deleted.
+	var calls atomic.Int32
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == 2 {
+			w.WriteHeader(http.StatusNotFound)
+			return true
+		}
+		return false
+	})
+	if res := h.run("invoices"); res.Status != sync.StatusFailed {
+		t.Fatalf("status %s, want failed", res.Status)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE deleted_at IS NOT NULL`); n != 0 {
+		t.Fatalf("a failed sweep marked %d rows deleted", n)
+	}
+	h.sim.SetHook(nil)
+	res := h.mustRun("invoices")
+	if res.Stats.Deleted != 1 {
+		t.Errorf("deleted = %d, want 1", res.Stats.Deleted)
+	}
+	if got := h.text(`SELECT (deleted_at IS NOT NULL)::text FROM erp.invoices WHERE id = $1`, gone); got != "true" {
+		t.Errorf("vanished invoice deleted_at set = %s", got)
+	}
+	if got := h.text(`SELECT total_bc::text FROM erp.invoices WHERE id = $1`, changed); got != "42.42" {
+		t.Errorf("changed invoice total = %s", got)
+	}
+	// It comes back: deleted_at is cleared.
+	h.sim.MutateInvoices(func(cur []erpsim.Invoice) []erpsim.Invoice { return append(cur, inv[1]) })
+	h.mustRun("invoices")
+	if got := h.text(`SELECT (deleted_at IS NULL)::text FROM erp.invoices WHERE id = $1`, gone); got != "true" {
+		t.Errorf("reappeared invoice still deleted")
+	}
+}
+
+func TestResumeFromCheckpointAfterFailure(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 500})
+	var calls atomic.Int32
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == 4 {
+			w.WriteHeader(http.StatusForbidden)
+			return true
+		}
+		return false
+	})
+	h.runner.Prefetch = 0
+	if res := h.run("invoices"); res.Status != sync.StatusFailed || res.Stats.Pages != 3 {
+		t.Fatalf("first run: status %s pages %d, want failed after 3 pages (%v)", res.Status, res.Stats.Pages, res.Err)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 150 {
+		t.Fatalf("rows after 3 committed pages = %d, want 150", n)
+	}
+	cursor := h.text(`SELECT cursor FROM erp.sync_checkpoints WHERE stream = 'invoices'`)
+	h.sim.SetHook(nil)
+	h.sim.ResetRequests()
+	res := h.mustRun("invoices")
+	if res.Stats.Pages != 7 {
+		t.Errorf("resumed run wrote %d pages, want the remaining 7", res.Stats.Pages)
+	}
+	first := h.sim.Requests()
+	for _, r := range first {
+		if r.Path == "/sales/api/invoices/list/" {
+			q, _ := url.ParseQuery(r.RawQuery)
+			if q.Get("cursor") != cursor {
+				t.Errorf("resume started at cursor %q, want the checkpoint's %q", q.Get("cursor"), cursor)
+			}
+			break
+		}
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 500 {
+		t.Errorf("rows = %d, want 500", n)
+	}
+	if got := h.text(`SELECT sum(total_bc)::text FROM erp.invoices`); got != h.sim.InvoiceTotal().String() {
+		t.Errorf("sum %s != %s", got, h.sim.InvoiceTotal())
+	}
+	if got := h.text(`SELECT string_agg(status, ',' ORDER BY id) FROM erp.sync_runs`); got != "failed,succeeded" {
+		t.Errorf("runs = %s", got)
+	}
+}
+
+func TestChaos(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{
+		Invoices: 1000, TokenTTL: 2 * time.Second, Latency: 20 * time.Millisecond,
+		Faults: erpsim.Faults{RateLimitEvery: 6, RetryAfter: time.Second, ServerErrorEvery: 7, DropEvery: 11},
+	})
+	setBig(h.sim)
+	// Every 9th invoice page, the ERP forgets all tokens (as if they expired).
+	var pages atomic.Int32
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && pages.Add(1)%9 == 0 {
+			h.sim.ExpireTokens()
+		}
+		return false
+	})
+	h.client = h.newClient(erp.Options{MaxAttempts: 10})
+	h.mustRun("invoices")
+	if got := h.text(`SELECT sum(total_bc)::text FROM erp.invoices`); got != h.sim.InvoiceTotal().String() {
+		t.Errorf("sum %s != %s", got, h.sim.InvoiceTotal())
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 1000 {
+		t.Errorf("rows = %d", n)
+	}
+	// Every 429 was honoured: the next request came a full Retry-After later.
+	reqs := h.sim.Requests()
+	var limited, logins, unauthorized int
+	for i, r := range reqs {
+		switch {
+		case r.Status == http.StatusUnauthorized:
+			unauthorized++
+		case r.Path == "/api/auth/token/":
+			logins++
+		}
+		if r.Status != http.StatusTooManyRequests {
+			continue
+		}
+		limited++
+		for _, n := range reqs[i+1:] {
+			if n.Path == r.Path && n.RawQuery == r.RawQuery {
+				if gap := n.At.Sub(r.At); gap < time.Second {
+					t.Errorf("retried %s %v after a 429 with Retry-After 1s", r.Path, gap)
+				}
+				break
+			}
+		}
+	}
+	if limited == 0 || unauthorized == 0 || logins < 2 {
+		t.Errorf("chaos did not happen: %d rate limits, %d 401s, %d logins", limited, unauthorized, logins)
+	}
+}
+
+func TestReadOnlyTowardsERP(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 60})
+	for _, s := range sync.Names() {
+		h.mustRun(s)
+	}
+	if err := h.client.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var posts []string
+	for _, r := range h.sim.Requests() {
+		if r.Method != http.MethodGet {
+			posts = append(posts, r.Method+" "+r.Path)
+		}
+	}
+	for _, p := range posts {
+		if p != "POST /api/auth/token/" && p != "POST /api/auth/revoke/" {
+			t.Errorf("erpsync sent a write: %s", p)
+		}
+	}
+	if len(posts) < 2 || h.sim.Revocations() != 1 {
+		t.Errorf("want a login and a revoke, got %v (revocations %d)", posts, h.sim.Revocations())
+	}
+}
+
+func TestMalformedPageWritesNothingOfIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 300})
+	h.runner.Prefetch = 0
+	var calls atomic.Int32
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == 3 {
+			w.Write([]byte(`{"ok":true,"data":[{"id":1,"total_bc":1.5},{"id":2,`))
+			return true
+		}
+		return false
+	})
+	res := h.run("invoices")
+	if res.Status != sync.StatusFailed || !strings.Contains(res.Err.Error(), "malformed JSON") || !strings.Contains(res.Err.Error(), "page 3") {
+		t.Fatalf("status %s err %v: want failed with malformed JSON on page 3", res.Status, res.Err)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 100 {
+		t.Errorf("rows = %d, want the 2 good pages (100)", n)
+	}
+	if n := h.count(`SELECT pages FROM erp.sync_checkpoints WHERE stream = 'invoices' AND sweep_id IS NOT NULL AND cursor IS NOT NULL`); n != 2 {
+		t.Errorf("checkpoint pages = %d, want 2", n)
+	}
+	if got := h.text(`SELECT error FROM erp.sync_runs`); !strings.Contains(got, "malformed JSON") {
+		t.Errorf("sync_runs.error = %q", got)
+	}
+}
+
+func TestUnknownEnvelopeNamesRouteAndKeys(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{})
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/accounts/api/cashboxes/" {
+			w.Write([]byte(`{"items":[{"id":1}],"total":1}`))
+			return true
+		}
+		return false
+	})
+	res := h.run("cashboxes")
+	if res.Status != sync.StatusFailed {
+		t.Fatalf("status %s", res.Status)
+	}
+	msg := res.Err.Error()
+	for _, want := range []string{"/accounts/api/cashboxes/", "items, total", "unknown list envelope"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	if n := h.count(`SELECT count(*) FROM erp.cashboxes`); n != 0 {
+		t.Errorf("%d rows written", n)
+	}
+}
+
+func TestEnvelopes(t *testing.T) {
+	t.Parallel()
+	for _, env := range []erpsim.Envelope{erpsim.EnvelopeArray, erpsim.EnvelopeData, erpsim.EnvelopeResults, erpsim.EnvelopeDataTables} {
+		t.Run(string(env), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, erpsim.Options{ListEnvelope: env, PageSizeCap: 4})
+			h.mustRun("cashbox_reconciliations")
+			if n := h.count(`SELECT count(*) FROM erp.cashbox_reconciliations`); n != 6 {
+				t.Errorf("rows = %d, want 6", n)
+			}
+		})
+	}
+}
+
+func TestRejectedRecords(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 80})
+	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[10].Raw = []byte(`{"number":"INV-NOID","total_bc":"1.00"}`)
+		inv[20].Raw = []byte(`{"id":777777,"number":"INV-BAD","total_bc":"12,50"}`)
+		inv[30].Raw = []byte(`{"id":777778,"total_bc":"1e400x"}`)
+		return inv
+	})
+	res := h.mustRun("invoices")
+	if res.Stats.Rejected != 3 {
+		t.Errorf("rejected = %d, want 3", res.Stats.Rejected)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 77 {
+		t.Errorf("rows = %d, want 77", n)
+	}
+	got := h.text(`SELECT string_agg(coalesce(record_id, '-') || ': ' || reason, ' | ' ORDER BY record_id NULLS FIRST) FROM erp.rejected_records`)
+	for _, want := range []string{"-: record has no id", `777777: money field total_bc: "12,50" is not a decimal number`, "777778: money field total_bc"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rejected_records %q lacks %q", got, want)
+		}
+	}
+	if got := h.text(`SELECT record FROM erp.rejected_records WHERE record_id = '777777'`); !strings.Contains(got, `"12,50"`) {
+		t.Errorf("raw record not kept: %s", got)
+	}
+}
+
+func TestRefusedCursorStartsNewSweep(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 400})
+	h.runner.Prefetch = 0
+	var calls atomic.Int32
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == 3 {
+			w.WriteHeader(http.StatusNotFound)
+			return true
+		}
+		return false
+	})
+	if res := h.run("invoices"); res.Status != sync.StatusFailed {
+		t.Fatalf("status %s", res.Status)
+	}
+	h.sim.SetHook(nil)
+	h.sim.InvalidateCursors() // the saved cursor is now refused with 400
+	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice { return inv[:390] })
+	for i := 0; i < 2; i++ { // and no crash loop: the next run is ordinary
+		res := h.mustRun("invoices")
+		if i == 0 && res.Stats.Pages != 8 {
+			t.Errorf("pages = %d, want a whole new sweep of 8", res.Stats.Pages)
+		}
+	}
+	if got := h.text(`SELECT note FROM erp.sync_runs ORDER BY id LIMIT 1 OFFSET 1`); !strings.Contains(got, "refused the saved cursor") {
+		t.Errorf("note = %q", got)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE deleted_at IS NULL`); n != 390 {
+		t.Errorf("live rows = %d, want 390", n)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.sweep_seen`); n != 0 {
+		t.Errorf("sweep_seen keeps %d ids of finished or abandoned sweeps", n)
+	}
+}
+
+func TestCurrencyRateHistoryAndDrift(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{})
+	h.mustRun("currencies")
+	h.mustRun("currencies")
+	h.sim.SetCurrencyRate("EUR", "0.930000")
+	h.mustRun("currencies")
+	h.sim.SetCurrencyRate("GBP", "0.7893") // four digits: stored as sent, recorded as drift
+	h.mustRun("currencies")
+	h.mustRun("currencies")
+
+	got := h.text(`SELECT string_agg(rate::text || CASE WHEN valid_to IS NULL THEN ' open' ELSE ' closed' END, ', ' ORDER BY valid_from)
+		FROM erp.currency_rates WHERE code = 'EUR'`)
+	if got != "0.921500 closed, 0.930000 open" {
+		t.Errorf("EUR history = %s", got)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.currency_rates WHERE code = 'GBP'`); n != 1 {
+		t.Errorf("GBP periods = %d: 0.789300 and 0.7893 are the same rate", n)
+	}
+	if got := h.text(`SELECT exchange_rate::text FROM erp.currencies WHERE code = 'GBP'`); got != "0.7893" {
+		t.Errorf("GBP stored as %s, want 0.7893 as sent", got)
+	}
+	if got := h.text(`SELECT detail || ' x' || count FROM erp.schema_drift WHERE field = 'exchange_rate' AND change = 'scale'`); got != "expected 6 fractional digits, got 4 x2" {
+		t.Errorf("scale drift = %s", got)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.schema_drift WHERE change = 'added' AND field = 'is_active'`); n != 1 {
+		t.Errorf("fields the reference does not show are not reported as added drift")
+	}
+}
+
+func TestSecondRunnerIsLockedOut(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 200, Latency: 30 * time.Millisecond})
+	h.runner.Prefetch = 0
+	started := make(chan struct{})
+	var once atomic.Bool
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && once.CompareAndSwap(false, true) {
+			close(started)
+		}
+		return false
+	})
+	done := make(chan sync.Result)
+	go func() { done <- h.run("invoices") }()
+	<-started
+	if res := h.run("invoices"); res.Err != sync.ErrBusy {
+		t.Errorf("second run: %v, want ErrBusy", res.Err)
+	}
+	if res := <-done; res.Status != sync.StatusSucceeded {
+		t.Errorf("first run: %s %v", res.Status, res.Err)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.sync_runs`); n != 1 {
+		t.Errorf("sync_runs rows = %d, want 1 (the locked-out run records nothing)", n)
+	}
+}

@@ -1,0 +1,139 @@
+// Package testdb gives each test its own migrated Postgres database,
+// cloned from a template that is migrated once per schema version.
+// TEST_DATABASE_URL names a server where tests may create databases
+// (default: the local Postgres as user postgres).
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/migrations"
+)
+
+// AdminURL is the server tests create their databases on.
+func AdminURL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// New creates a fresh migrated database for t, dropped when t ends, and
+// returns its URL.
+func New(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Skipf("no Postgres for tests at TEST_DATABASE_URL / 127.0.0.1:5432: %v", err)
+	}
+	defer admin.Close(ctx)
+
+	tmpl := "erpsync_tmpl_" + schemaHash()
+	if err := ensureTemplate(ctx, admin, tmpl); err != nil {
+		t.Fatalf("test template: %v", err)
+	}
+	name := "erpsync_t_" + randomHex(6)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
+		t.Fatalf("creating test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := pgx.Connect(ctx, AdminURL())
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		c.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
+	})
+	return withDB(AdminURL(), name)
+}
+
+// Pool opens a pool on a fresh database, closed when t ends.
+func Pool(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	u := New(t)
+	pool, err := db.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, u
+}
+
+// ensureTemplate migrates the template once; test binaries of several
+// packages run at the same time, so creation is serialised by a lock.
+func ensureTemplate(ctx context.Context, admin *pgx.Conn, tmpl string) error {
+	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(74291)`); err != nil {
+		return err
+	}
+	defer admin.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(74291)`)
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, tmpl).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	building := tmpl + "_build"
+	admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", building))
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+building); err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, withDB(AdminURL(), building))
+	if err != nil {
+		return err
+	}
+	_, err = db.Migrate(ctx, pool, nil)
+	pool.Close()
+	if err != nil {
+		return err
+	}
+	_, err = admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", building, tmpl))
+	return err
+}
+
+// schemaHash names the template after the migrations, so a changed
+// migration gets a new template instead of a stale one.
+func schemaHash() string {
+	h := sha256.New()
+	fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := fs.ReadFile(migrations.FS, path)
+			h.Write([]byte(path))
+			h.Write(b)
+		}
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+func withDB(admin, name string) string {
+	u, err := url.Parse(admin)
+	if err != nil {
+		panic(fmt.Sprintf("TEST_DATABASE_URL is not a URL: %v", err))
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
