@@ -40,7 +40,7 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) PageCommitted(string, string, db.RunStats)                    {}
+func (nopObserver) PageCommitted(string, string, db.RunStats)                {}
 func (nopObserver) RunFinished(string, string, string, time.Duration, error) {}
 
 // Runner runs streams against the warehouse.
