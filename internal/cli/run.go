@@ -1,7 +1,50 @@
 package cli
 
-import "errors"
+import (
+	"fmt"
+	"net"
 
-func cmdRun(e *env) error { return errors.New("not yet") }
+	"github.com/erpsync/erpsync/internal/daemon"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/metrics"
+)
 
-func cmdBench(e *env) error { return errors.New("not yet") }
+func cmdRun(e *env) error {
+	fs, cfgFile := e.flags("run")
+	noMigrate := fs.Bool("no-migrate", false, "refuse to start on a schema that is behind instead of migrating it (also ERPSYNC_AUTO_MIGRATE=false)")
+	prefetch := fs.Int("prefetch", 1, "pages fetched ahead of the page being written (0: none)")
+	if err := e.parse(fs); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("run takes no arguments (streams come from ERPSYNC_STREAMS or the config file)")
+	}
+	cfg, err := e.loadConfig(*cfgFile, true)
+	if err != nil {
+		return err
+	}
+	if err := cfg.RequireDatabase(); err != nil {
+		return err
+	}
+	if *noMigrate {
+		cfg.AutoMigrate = false
+	}
+	log := newLogger(cfg, e.stderr)
+	m := metrics.New()
+	clients := map[string]*erp.Client{}
+	for _, src := range cfg.Sources {
+		c, err := newClient(src, log, m.ERP(src.Name))
+		if err != nil {
+			return err
+		}
+		clients[src.Name] = c
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("ERPSYNC_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	d := &daemon.Daemon{Cfg: cfg, Log: log, Metrics: m, Clients: clients, Prefetch: *prefetch}
+	return d.Run(ctx, ln)
+}

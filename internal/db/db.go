@@ -22,13 +22,15 @@ type Querier interface {
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
 }
 
+// ErrBadURL is a connection string that cannot be parsed. pgx's own parse
+// errors can quote the string, password included, so only this is said.
+var ErrBadURL = errors.New("database URL: cannot be parsed (expected postgres://user:pass@host:5432/db or key=value form)")
+
 // Open connects a pool and checks that Postgres answers.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		// pgx's parse errors can quote the connection string, password
-		// included: say only what kind of problem it is.
-		return nil, errors.New("database URL: cannot be parsed (expected postgres://user:pass@host:5432/db or key=value form)")
+		return nil, ErrBadURL
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "erpsync"

@@ -1,0 +1,552 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	gosync "sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/config"
+	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/migrations"
+)
+
+const (
+	simUser = "erpsync"
+	// wrongPassword is distinctive so that any leak of it is unmistakable.
+	wrongPassword = "hunter2-WRONG-pw"
+	// goodPassword is the simulator's password in the tests that log in.
+	goodPassword = "s3cret-RIGHT-pw-Zq9x"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers (the logger
+// may be used from more than one goroutine).
+type syncBuffer struct {
+	mu gosync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) combined() string { return r.stdout + r.stderr }
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout ---\n%s\n--- stderr ---\n%s", r.code, r.stdout, r.stderr)
+}
+
+// runMain runs one command in-process with an explicit environment.
+func runMain(t *testing.T, environ []string, args ...string) result {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	code := Main(args, environ, &stdout, &stderr)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// newSim starts a simulator on loopback HTTP; its URL is
+// http://127.0.0.1:port, which the configuration accepts.
+func newSim(t *testing.T, o erpsim.Options) (*erpsim.Sim, string) {
+	t.Helper()
+	sim := erpsim.New(o)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	return sim, srv.URL
+}
+
+// environ builds an environment from key=value pairs; a later pair wins,
+// and an empty value removes the key.
+func environ(pairs ...string) []string {
+	m := map[string]string{}
+	var order []string
+	for _, kv := range pairs {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, seen := m[k]; !seen {
+			order = append(order, k)
+		}
+		m[k] = v
+	}
+	var out []string
+	for _, k := range order {
+		if m[k] != "" {
+			out = append(out, k+"="+m[k])
+		}
+	}
+	return out
+}
+
+// erpEnv is a complete configuration for one source.
+func erpEnv(simURL, dbURL, password string, extra ...string) []string {
+	base := []string{
+		"ERPSYNC_ERP_BASE_URL=" + simURL,
+		"ERPSYNC_ERP_USERNAME=" + simUser,
+		"ERPSYNC_ERP_PASSWORD=" + password,
+		"ERPSYNC_DATABASE_URL=" + dbURL,
+		"ERPSYNC_LOG_FORMAT=text",
+	}
+	return environ(append(base, extra...)...)
+}
+
+// issuedTokens are the bearer tokens the simulator saw, i.e. every token
+// it issued that erpsync used.
+func issuedTokens(sim *erpsim.Sim) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range sim.Requests() {
+		if tok, ok := strings.CutPrefix(r.Authorization, "Bearer "); ok && tok != "" && !seen[tok] {
+			seen[tok] = true
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+// assertNotInDatabase checks that no row of any erp table, rendered as
+// JSON text (every column, payloads included), contains any of secrets.
+// The bookkeeping tables that hold free text are named explicitly so a
+// renamed table cannot make the check pass vacuously.
+func assertNotInDatabase(t *testing.T, dbURL string, secrets ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("connecting to the test database: %v", err)
+	}
+	defer conn.Close(ctx)
+
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables
+WHERE table_schema = 'erp' AND table_type = 'BASE TABLE' ORDER BY table_name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, must := range []string{"sync_runs", "rejected_records", "schema_drift", "sync_checkpoints"} {
+		if !slices.Contains(tables, must) {
+			t.Fatalf("table erp.%s not found (tables: %v)", must, tables)
+		}
+	}
+	for _, secret := range secrets {
+		if secret == "" {
+			continue
+		}
+		// The columns the brief names, checked directly...
+		for _, q := range []string{
+			`SELECT count(*) FROM erp.sync_runs WHERE strpos(coalesce(error, ''), $1) > 0 OR strpos(coalesce(note, ''), $1) > 0`,
+			`SELECT count(*) FROM erp.rejected_records WHERE strpos(reason, $1) > 0 OR strpos(record, $1) > 0 OR strpos(coalesce(record_id, ''), $1) > 0`,
+			`SELECT count(*) FROM erp.schema_drift WHERE strpos(field || detail || coalesce(example, ''), $1) > 0`,
+		} {
+			var n int64
+			if err := conn.QueryRow(ctx, q, secret).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			if n != 0 {
+				t.Errorf("a secret (%d chars) appears in %d row(s) of: %s", len(secret), n, q)
+			}
+		}
+		// ...and every column of every table, as JSON text.
+		for _, table := range tables {
+			var n int64
+			q := fmt.Sprintf(`SELECT count(*) FROM erp.%s t WHERE strpos(to_jsonb(t)::text, $1) > 0`, pgx.Identifier{table}.Sanitize())
+			if err := conn.QueryRow(ctx, q, secret).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			if n != 0 {
+				t.Errorf("a secret (%d chars) appears in %d row(s) of erp.%s", len(secret), n, table)
+			}
+		}
+	}
+}
+
+func assertNoSecret(t *testing.T, r result, secrets ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		if strings.Contains(r.stdout, s) {
+			t.Errorf("stdout contains a secret (%d chars, starting %.4q...)", len(s), s)
+		}
+		if strings.Contains(r.stderr, s) {
+			t.Errorf("stderr contains a secret (%d chars, starting %.4q...)", len(s), s)
+		}
+	}
+}
+
+// TestMainErrors covers the usage, configuration and login failures: each
+// case checks the exit status and what the message says.
+func TestMainErrors(t *testing.T) {
+	t.Parallel()
+	type setup struct{ simURL, dbURL string }
+	cases := []struct {
+		name    string
+		args    []string
+		needDB  bool
+		env     func(s setup) []string
+		code    int
+		want    []*regexp.Regexp // all must match stdout+stderr
+		secrets []string         // must appear nowhere in stdout/stderr (nor the database)
+	}{
+		{
+			name:    "check with wrong password",
+			args:    []string{"check"},
+			needDB:  true,
+			env:     func(s setup) []string { return erpEnv(s.simURL, s.dbURL, wrongPassword) },
+			code:    exitFailed,
+			want:    []*regexp.Regexp{regexp.MustCompile(`FAIL\s+source default .*credentials were refused`), regexp.MustCompile(`ok\s+database`)},
+			secrets: []string{wrongPassword},
+		},
+		{
+			name:    "sync with wrong password",
+			args:    []string{"sync"},
+			needDB:  true,
+			env:     func(s setup) []string { return erpEnv(s.simURL, s.dbURL, wrongPassword) },
+			code:    exitFailed,
+			want:    []*regexp.Regexp{regexp.MustCompile(`credentials were refused`), regexp.MustCompile(`stream run\(s\) failed`)},
+			secrets: []string{wrongPassword},
+		},
+		{
+			name:   "sync with wrong password in json logs",
+			args:   []string{"sync", "invoices"},
+			needDB: true,
+			env: func(s setup) []string {
+				return erpEnv(s.simURL, s.dbURL, wrongPassword, "ERPSYNC_LOG_FORMAT=json", "ERPSYNC_LOG_LEVEL=debug")
+			},
+			code:    exitFailed,
+			want:    []*regexp.Regexp{regexp.MustCompile(`credentials were refused`)},
+			secrets: []string{wrongPassword},
+		},
+		{
+			name: "plain http to a non-loopback host",
+			args: []string{"sync"},
+			env: func(s setup) []string {
+				return erpEnv("http://erp.example.com", "postgres://postgres@127.0.0.1:5432/nonexistent?sslmode=disable", goodPassword)
+			},
+			code:    exitUsage,
+			want:    []*regexp.Regexp{regexp.MustCompile(`ERPSYNC_ERP_BASE_URL`), regexp.MustCompile(`HTTPS is required`)},
+			secrets: []string{goodPassword},
+		},
+		{
+			name: "plain http to a non-loopback host (check)",
+			args: []string{"check"},
+			env: func(s setup) []string {
+				return erpEnv("http://erp.example.com", "postgres://postgres@127.0.0.1:5432/nonexistent?sslmode=disable", goodPassword)
+			},
+			code: exitUsage,
+			want: []*regexp.Regexp{regexp.MustCompile(`HTTPS is required`)},
+		},
+		{
+			name: "no database URL",
+			args: []string{"sync"},
+			env: func(s setup) []string {
+				return erpEnv(s.simURL, "", goodPassword, "DATABASE_URL=")
+			},
+			code: exitUsage,
+			want: []*regexp.Regexp{regexp.MustCompile(`ERPSYNC_DATABASE_URL`)},
+		},
+		{
+			name:   "unknown stream",
+			args:   []string{"sync", "nosuchstream"},
+			needDB: true,
+			env:    func(s setup) []string { return erpEnv(s.simURL, s.dbURL, goodPassword) },
+			code:   exitUsage,
+			want:   []*regexp.Regexp{regexp.MustCompile(`unknown stream "nosuchstream"`), regexp.MustCompile(`invoices`)},
+		},
+		{
+			name: "unknown command",
+			args: []string{"frobnicate"},
+			env:  func(s setup) []string { return nil },
+			code: exitUsage,
+			want: []*regexp.Regexp{regexp.MustCompile(`unknown command "frobnicate"`), regexp.MustCompile(`Usage:`)},
+		},
+		{
+			name: "no command",
+			args: []string{},
+			env:  func(s setup) []string { return nil },
+			code: exitUsage,
+			want: []*regexp.Regexp{regexp.MustCompile(`Usage:`)},
+		},
+		{
+			name: "unknown flag",
+			args: []string{"sync", "--no-such-flag"},
+			env:  func(s setup) []string { return erpEnv(s.simURL, "", goodPassword) },
+			code: exitUsage,
+			want: []*regexp.Regexp{regexp.MustCompile(`no-such-flag`)},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sim, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 30})
+			s := setup{simURL: simURL}
+			if tc.needDB {
+				s.dbURL = testdb.New(t)
+			}
+			env := tc.env(s)
+			r := runMain(t, env, tc.args...)
+			if r.code != tc.code {
+				t.Fatalf("erpsync %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), r.code, tc.code, r)
+			}
+			for _, re := range tc.want {
+				if !re.MatchString(r.combined()) {
+					t.Errorf("output does not match %q\n%s", re, r)
+				}
+			}
+			if tc.code == exitUsage && r.stderr == "" {
+				t.Errorf("exit %d with nothing on stderr", tc.code)
+			}
+			secrets := append(slices.Clone(tc.secrets), issuedTokens(sim)...)
+			assertNoSecret(t, r, secrets...)
+			if s.dbURL != "" {
+				assertNotInDatabase(t, s.dbURL, secrets...)
+			}
+		})
+	}
+}
+
+// TestSyncKeepsSecrets runs a full sync with debug logging in both log
+// formats and checks that neither the password nor any token the
+// simulator issued shows up in the output or the database.
+func TestSyncKeepsSecrets(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			sim, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 120, PageSizeCap: 50})
+			dbURL := testdb.New(t)
+			env := erpEnv(simURL, dbURL, goodPassword, "ERPSYNC_LOG_FORMAT="+format, "ERPSYNC_LOG_LEVEL=debug", "ERPSYNC_ERP_PAGE_SIZE=50")
+			r := runMain(t, env, "sync")
+			if r.code != exitOK {
+				t.Fatalf("sync: exit %d, want 0\n%s", r.code, r)
+			}
+			// Debug logging really was on, or the test proves little.
+			debugMark := map[string]string{"text": "DBG", "json": `"level":"DEBUG"`}[format]
+			if !strings.Contains(r.stderr, debugMark) {
+				t.Errorf("no debug line (%s) in the log\n%s", debugMark, r)
+			}
+			if format == "json" {
+				for i, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+					if line != "" && !json.Valid([]byte(line)) {
+						t.Errorf("stderr line %d is not JSON: %s", i+1, line)
+					}
+				}
+			}
+			tokens := issuedTokens(sim)
+			if len(tokens) == 0 {
+				t.Fatalf("the simulator saw no bearer token; requests: %d", len(sim.Requests()))
+			}
+			if sim.Revocations() == 0 {
+				t.Errorf("the token was not revoked at the end of the sync")
+			}
+			assertNoSecret(t, r, append([]string{goodPassword}, tokens...)...)
+			assertNotInDatabase(t, dbURL, append([]string{goodPassword}, tokens...)...)
+
+			// Something was actually synced.
+			var n int64
+			conn, err := pgx.Connect(context.Background(), dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM erp.invoices`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 120 {
+				t.Errorf("erp.invoices has %d rows, want 120", n)
+			}
+		})
+	}
+}
+
+// TestCheckSucceeds: with the right credentials check exits 0 and says
+// what it verified.
+func TestCheckSucceeds(t *testing.T) {
+	t.Parallel()
+	sim, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 10})
+	dbURL := testdb.New(t)
+	r := runMain(t, erpEnv(simURL, dbURL, goodPassword), "check")
+	if r.code != exitOK {
+		t.Fatalf("check: exit %d, want 0\n%s", r.code, r)
+	}
+	for _, want := range []string{"ok    configuration", "ok    database", "logged in", "/api/auth/me/"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("check output lacks %q\n%s", want, r)
+		}
+	}
+	assertNoSecret(t, r, append([]string{goodPassword}, issuedTokens(sim)...)...)
+}
+
+// TestStatusJSONAfterSync: after a sync of the core streams, status --json
+// prints one entry per core stream, each last run succeeded.
+func TestStatusJSONAfterSync(t *testing.T) {
+	t.Parallel()
+	_, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 75, PageSizeCap: 50})
+	dbURL := testdb.New(t)
+	env := erpEnv(simURL, dbURL, goodPassword, "ERPSYNC_ERP_PAGE_SIZE=50")
+
+	// Before any run: an empty JSON list, not null.
+	r := runMain(t, env, "status", "--json")
+	if r.code != exitOK {
+		t.Fatalf("status --json before any run: exit %d\n%s", r.code, r)
+	}
+	var empty []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &empty); err != nil || empty == nil || len(empty) != 0 {
+		t.Errorf("status --json before any run: want [], got %q (err %v)", r.stdout, err)
+	}
+
+	if r := runMain(t, env, "sync"); r.code != exitOK {
+		t.Fatalf("sync: exit %d\n%s", r.code, r)
+	}
+	r = runMain(t, env, "status", "--json")
+	if r.code != exitOK {
+		t.Fatalf("status --json: exit %d\n%s", r.code, r)
+	}
+	if !json.Valid([]byte(r.stdout)) {
+		t.Fatalf("status --json printed invalid JSON:\n%s", r.stdout)
+	}
+	var st []struct {
+		Source        string `json:"source"`
+		Stream        string `json:"stream"`
+		LastRunStatus string `json:"last_run_status"`
+		LastError     string `json:"last_error"`
+		LastSuccess   string `json:"last_success"`
+		Sweep         bool   `json:"sweep_in_progress"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	var streams []string
+	for _, s := range st {
+		streams = append(streams, s.Stream)
+		if s.Source != "default" {
+			t.Errorf("stream %s: source %q, want default", s.Stream, s.Source)
+		}
+		if s.LastRunStatus != "succeeded" {
+			t.Errorf("stream %s: last_run_status %q, want succeeded (error %q)", s.Stream, s.LastRunStatus, s.LastError)
+		}
+		if s.LastSuccess == "" {
+			t.Errorf("stream %s: no last_success", s.Stream)
+		}
+		if s.Sweep {
+			t.Errorf("stream %s: sweep still in progress after a successful sync", s.Stream)
+		}
+	}
+	slices.Sort(streams)
+	want := slices.Sorted(slices.Values(config.CoreStreams))
+	if !slices.Equal(streams, want) {
+		t.Errorf("status --json streams = %v, want one entry per core stream %v", streams, want)
+	}
+
+	// The table form says the same.
+	r = runMain(t, env, "status")
+	if r.code != exitOK || strings.Count(r.stdout, "succeeded") != len(config.CoreStreams) {
+		t.Errorf("status: exit %d, want 0 and %d lines with succeeded\n%s", r.code, len(config.CoreStreams), r)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := runMain(t, nil, "version")
+	if r.code != exitOK {
+		t.Fatalf("version: exit %d\n%s", r.code, r)
+	}
+	if !strings.HasPrefix(r.stdout, "erpsync") {
+		t.Errorf("version prints %q, want it to start with erpsync", r.stdout)
+	}
+}
+
+// TestMigrateTwice applies the migrations to a brand-new empty database,
+// then again: both exit 0 and the second applies nothing.
+func TestMigrateTwice(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	sqlFiles, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil || len(sqlFiles) == 0 {
+		t.Fatalf("no embedded migrations (%v)", err)
+	}
+	env := environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_LOG_FORMAT=json")
+	applied := regexp.MustCompile(`migrations applied: (\d+)`)
+	for i, want := range []int{len(sqlFiles), 0} {
+		r := runMain(t, env, "migrate")
+		if r.code != exitOK {
+			t.Fatalf("migrate #%d: exit %d\n%s", i+1, r.code, r)
+		}
+		m := applied.FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("migrate #%d: no 'migrations applied' line\n%s", i+1, r)
+		}
+		if n, _ := strconv.Atoi(m[1]); n != want {
+			t.Errorf("migrate #%d: applied %d, want %d\n%s", i+1, n, want, r)
+		}
+	}
+	// The schema is there, and DATABASE_URL alone is accepted too.
+	r := runMain(t, environ("DATABASE_URL="+dbURL), "status", "--json")
+	if r.code != exitOK || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("status on the migrated database: want exit 0 and [], got\n%s", r)
+	}
+}
+
+// emptyDatabase creates a database with no schema at all (testdb's are
+// migrated already), dropped when t ends.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, testdb.AdminURL())
+	if err != nil {
+		t.Skipf("no Postgres for tests: %v", err)
+	}
+	defer admin.Close(ctx)
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "erpsync_t_empty_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, testdb.AdminURL()); err == nil {
+			c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(ctx)
+		}
+	})
+	// Same server and credentials as the admin URL, other database.
+	u, err := url.Parse(testdb.AdminURL())
+	if err != nil {
+		t.Fatalf("admin URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
