@@ -98,6 +98,9 @@ CREATE SEQUENCE erp.sweep_id_seq;
 
 -- Where each (source, stream) stands. A sweep in progress has sweep_id set;
 -- cursor is the cursor of the next page to fetch (NULL: the first page).
+-- bulk_load: the sweep started with no row of the source in the table, so
+-- its pages are COPYed straight into the table and, at its end, every row
+-- there was seen by it (nothing to mark deleted).
 CREATE TABLE erp.sync_checkpoints (
     source                  text        NOT NULL,
     stream                  text        NOT NULL,
@@ -106,7 +109,7 @@ CREATE TABLE erp.sync_checkpoints (
     cursor                  text,
     pages                   bigint      NOT NULL DEFAULT 0,
     rows                    bigint      NOT NULL DEFAULT 0,
-    rows_distinct           bigint      NOT NULL DEFAULT 0,
+    bulk_load               boolean     NOT NULL DEFAULT false,
     last_sweep_id           bigint,
     last_sweep_started_at   timestamptz,
     last_sweep_completed_at timestamptz,
@@ -118,12 +121,12 @@ CREATE TABLE erp.sync_checkpoints (
 -- Ids seen by the sweep in progress, to mark unseen rows deleted when it
 -- completes. UNLOGGED: it is scratch space and must not cost WAL on every
 -- sweep. Postgres empties it after a crash; the sweep then notices that
--- count(*) no longer matches sync_checkpoints.rows_distinct and marks
--- nothing deleted rather than too much.
+-- count(*) no longer matches sync_checkpoints.rows and marks nothing
+-- deleted rather than too much. No index: it is read only once, whole,
+-- by the anti-join at the end of the sweep.
 CREATE UNLOGGED TABLE erp.sweep_seen (
     sweep_id bigint NOT NULL,
-    id       text   NOT NULL,
-    PRIMARY KEY (sweep_id, id)
+    id       text   NOT NULL
 );
 
 CREATE TABLE erp.sync_runs (

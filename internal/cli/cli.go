@@ -117,15 +117,44 @@ func (e *env) flags(name string) (*flag.FlagSet, *string) {
 	return fs, cfgFile
 }
 
+// parse accepts flags before and after the arguments
+// (`erpsync sync invoices --prefetch 0`), as users expect; "--" ends flags.
 func (e *env) parse(fs *flag.FlagSet) error {
-	if err := fs.Parse(e.args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	args, rest := e.args, []string(nil)
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageErrorf("%v", err)
 		}
-		return usageErrorf("%v", err)
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			rest = append(rest, args[1:]...)
+			break
+		}
+		rest = append(rest, args[0])
+		args = args[1:]
 	}
+	e.args = rest
 	return nil
 }
+
+// getenv reads the environment Main was given.
+func (e *env) getenv(key string) string {
+	for _, kv := range e.environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// positional is what parse left after the flags.
+func (e *env) positional() []string { return e.args }
 
 // loadConfig reads the configuration; needERP requires a usable source.
 func (e *env) loadConfig(file string, needERP bool) (config.Config, error) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -41,7 +40,7 @@ func cmdDemo(e *env) error {
 	defer cancel()
 
 	if cfg.DatabaseURL == "" {
-		u, err := createDemoDatabase(ctx, "erpsync_demo")
+		u, err := createDemoDatabase(ctx, e.getenv("ERPSYNC_DEMO_ADMIN_URL"), "erpsync_demo")
 		if err != nil {
 			return err
 		}
@@ -157,8 +156,7 @@ FROM (SELECT DISTINCT ON (stream) * FROM erp.sync_runs WHERE source = 'demo' ORD
 
 // createDemoDatabase creates the database on the local Postgres if it is
 // missing and returns its URL.
-func createDemoDatabase(ctx context.Context, name string) (string, error) {
-	admin := os.Getenv("ERPSYNC_DEMO_ADMIN_URL")
+func createDemoDatabase(ctx context.Context, admin, name string) (string, error) {
 	if admin == "" {
 		admin = demoAdminURL
 	}

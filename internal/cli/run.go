@@ -16,7 +16,7 @@ func cmdRun(e *env) error {
 	if err := e.parse(fs); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
+	if len(e.positional()) > 0 {
 		return usageErrorf("run takes no arguments (streams come from ERPSYNC_STREAMS or the config file)")
 	}
 	cfg, err := e.loadConfig(*cfgFile, true)

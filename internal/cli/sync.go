@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,7 +54,7 @@ func cmdSync(e *env) error {
 		return err
 	}
 	for _, src := range cfg.Sources {
-		if _, err := streamsFor(src, fs.Args()); err != nil {
+		if _, err := streamsFor(src, e.positional()); err != nil {
 			return err
 		}
 	}
@@ -65,7 +66,7 @@ func cmdSync(e *env) error {
 		return err
 	}
 	defer pool.Close()
-	return syncOnce(ctx, stop, pool, cfg, fs.Args(), *prefetch, log, e.stderr)
+	return syncOnce(ctx, stop, pool, cfg, e.positional(), *prefetch, log, e.stderr)
 }
 
 // syncOnce runs the named (or enabled) streams of every source one after
@@ -87,7 +88,10 @@ func syncOnce(ctx context.Context, stop <-chan struct{}, pool *pgxpool.Pool, cfg
 			if isTerminal(term) {
 				fmt.Fprint(term, "\r\033[K")
 			}
-			if res.Err != nil && res.Status != sync.StatusCancelled {
+			switch {
+			case errors.Is(res.Err, sync.ErrBusy):
+				fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Name)
+			case res.Err != nil && res.Status != sync.StatusCancelled:
 				failed++
 			}
 			if res.Status == sync.StatusCancelled {

@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +46,17 @@ type Secret string
 
 func (Secret) String() string   { return "[redacted]" }
 func (Secret) GoString() string { return "[redacted]" }
+
+// Format covers every verb, %d and %x included: fmt's bad-verb path
+// would otherwise print the value.
+func (Secret) Format(f fmt.State, _ rune) { io.WriteString(f, "[redacted]") }
+
+// MarshalJSON and MarshalText keep the value out of JSON logs and dumps.
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
+func (Secret) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }
+
+// LogValue keeps the value out of every slog handler.
+func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
 
 // Value is the one way to read the secret; grep for it to audit use.
 func (s Secret) Value() string { return string(s) }
@@ -277,10 +290,10 @@ func fileSourceToSource(where string, fs fileSource, env map[string]string, enab
 		PageSize:     fs.PageSize,
 	}
 	var err error
-	if src.Password, err = secretFrom(where+".password", env, fs.PasswordEnv, fs.PasswordFile); err != nil {
+	if src.Password, err = secretFrom(where+".password_env", where+".password_file", env, fs.PasswordEnv, fs.PasswordFile); err != nil {
 		return Source{}, err
 	}
-	if src.ClientSecret, err = secretFrom(where+".client_secret", env, fs.ClientSecretEnv, fs.ClientSecretFile); err != nil {
+	if src.ClientSecret, err = secretFrom(where+".client_secret_env", where+".client_secret_file", env, fs.ClientSecretEnv, fs.ClientSecretFile); err != nil {
 		return Source{}, err
 	}
 	if fs.Timeout != "" {
@@ -329,9 +342,9 @@ func applyEnv(src Source, env map[string]string) (Source, error) {
 	src.PluginScheme = cmp.Or(env["ERPSYNC_ERP_PLUGIN_SCHEME"], src.PluginScheme)
 	src.ClientID = cmp.Or(env["ERPSYNC_ERP_CLIENT_ID"], src.ClientID)
 	if v := env["ERPSYNC_ERP_PAGE_SIZE"]; v != "" {
-		var n int
-		if _, err := fmt.Sscan(v, &n); err != nil {
-			return Source{}, errf("ERPSYNC_ERP_PAGE_SIZE: %q is not a number", v)
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return Source{}, errf("ERPSYNC_ERP_PAGE_SIZE: %q is not a positive number", v)
 		}
 		src.PageSize = n
 	}
@@ -342,14 +355,14 @@ func applyEnv(src Source, env map[string]string) (Source, error) {
 		}
 		src.Timeout = d
 	}
-	pw, err := secretFrom("ERPSYNC_ERP_PASSWORD", env, "ERPSYNC_ERP_PASSWORD", env["ERPSYNC_ERP_PASSWORD_FILE"])
+	pw, err := secretFrom("ERPSYNC_ERP_PASSWORD", "ERPSYNC_ERP_PASSWORD_FILE", env, "ERPSYNC_ERP_PASSWORD", env["ERPSYNC_ERP_PASSWORD_FILE"])
 	if err != nil {
 		return Source{}, err
 	}
 	if pw != "" {
 		src.Password = pw
 	}
-	cs, err := secretFrom("ERPSYNC_ERP_CLIENT_SECRET", env, "ERPSYNC_ERP_CLIENT_SECRET", env["ERPSYNC_ERP_CLIENT_SECRET_FILE"])
+	cs, err := secretFrom("ERPSYNC_ERP_CLIENT_SECRET", "ERPSYNC_ERP_CLIENT_SECRET_FILE", env, "ERPSYNC_ERP_CLIENT_SECRET", env["ERPSYNC_ERP_CLIENT_SECRET_FILE"])
 	if err != nil {
 		return Source{}, err
 	}
@@ -361,22 +374,22 @@ func applyEnv(src Source, env map[string]string) (Source, error) {
 
 // secretFrom reads a secret from an environment variable or a file; both
 // set is ambiguous and refused. The value is never part of an error.
-func secretFrom(key string, env map[string]string, envVar, path string) (Secret, error) {
+func secretFrom(key, fileKey string, env map[string]string, envVar, path string) (Secret, error) {
 	var v string
 	if envVar != "" {
 		v = env[envVar]
 	}
 	if path != "" {
 		if v != "" {
-			return "", errf("%s: set either the variable or the file, not both", key)
+			return "", errf("%s and %s: set either the variable or the file, not both", key, fileKey)
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return "", errf("%s_FILE: cannot read %s: %v", key, path, errors.Unwrap(err))
+			return "", errf("%s: cannot read %s: %v", fileKey, path, errors.Unwrap(err))
 		}
 		v = strings.TrimRight(string(b), "\r\n")
 		if v == "" {
-			return "", errf("%s_FILE: %s is empty", key, path)
+			return "", errf("%s: %s is empty", fileKey, path)
 		}
 	}
 	return Secret(v), nil

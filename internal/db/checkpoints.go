@@ -18,7 +18,7 @@ type Checkpoint struct {
 	Cursor         string
 	Pages          int64
 	Rows           int64
-	RowsDistinct   int64
+	BulkLoad       bool
 	LastSweepID    int64
 	LastCompleted  time.Time
 }
@@ -30,9 +30,9 @@ func LoadCheckpoint(ctx context.Context, q Querier, source, stream string) (Chec
 	var started, completed *time.Time
 	var cursor *string
 	err := q.QueryRow(ctx, `
-SELECT sweep_id, sweep_started_at, cursor, pages, rows, rows_distinct, last_sweep_id, last_sweep_completed_at
+SELECT sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, last_sweep_id, last_sweep_completed_at
 FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2`, source, stream).
-		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.RowsDistinct, &lastSweep, &completed)
+		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.BulkLoad, &lastSweep, &completed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cp, nil
 	}
@@ -56,15 +56,16 @@ func deref[T any](p *T) T {
 }
 
 // StartSweep begins a new sweep from the first page and returns it.
-func StartSweep(ctx context.Context, q Querier, source, stream string) (Checkpoint, error) {
-	cp := Checkpoint{Source: source, Stream: stream}
+// bulkLoad says the table holds no row of the source (Table.HasRows).
+func StartSweep(ctx context.Context, q Querier, source, stream string, bulkLoad bool) (Checkpoint, error) {
+	cp := Checkpoint{Source: source, Stream: stream, BulkLoad: bulkLoad}
 	err := q.QueryRow(ctx, `
-INSERT INTO erp.sync_checkpoints AS c (source, stream, sweep_id, sweep_started_at, cursor, pages, rows, rows_distinct, updated_at)
-VALUES ($1, $2, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, 0, now())
+INSERT INTO erp.sync_checkpoints AS c (source, stream, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, updated_at)
+VALUES ($1, $2, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3, now())
 ON CONFLICT (source, stream) DO UPDATE SET
     sweep_id = EXCLUDED.sweep_id, sweep_started_at = EXCLUDED.sweep_started_at, cursor = NULL,
-    pages = 0, rows = 0, rows_distinct = 0, updated_at = now()
-RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0)`, source, stream).
+    pages = 0, rows = 0, bulk_load = EXCLUDED.bulk_load, updated_at = now()
+RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0)`, source, stream, bulkLoad).
 		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID)
 	if err != nil {
 		return cp, fmt.Errorf("starting sweep %s/%s: %w", source, stream, Describe(err))
@@ -83,12 +84,11 @@ func AbandonSweep(ctx context.Context, q Querier, sweepID int64) error {
 
 // AdvanceCheckpoint records a committed page: the cursor of the next page
 // and the counters. It runs in the page's transaction.
-func AdvanceCheckpoint(ctx context.Context, q Querier, cp *Checkpoint, nextCursor string, rows, newlySeen int64) error {
+func AdvanceCheckpoint(ctx context.Context, q Querier, cp *Checkpoint, nextCursor string, rows int64) error {
 	tag, err := q.Exec(ctx, `
-UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + 1, rows = rows + $5,
-    rows_distinct = rows_distinct + $6, updated_at = now()
+UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + 1, rows = rows + $5, updated_at = now()
 WHERE source = $1 AND stream = $2 AND sweep_id = $3`,
-		cp.Source, cp.Stream, cp.SweepID, nextCursor, rows, newlySeen)
+		cp.Source, cp.Stream, cp.SweepID, nextCursor, rows)
 	if err != nil {
 		return fmt.Errorf("advancing checkpoint: %w", Describe(err))
 	}
@@ -99,19 +99,18 @@ WHERE source = $1 AND stream = $2 AND sweep_id = $3`,
 	cp.Cursor = nextCursor
 	cp.Pages++
 	cp.Rows += rows
-	cp.RowsDistinct += newlySeen
 	return nil
 }
 
 // SeenIntact reports whether sweep_seen still holds every id the sweep
-// counted. Postgres empties UNLOGGED tables after a crash; a sweep that
+// wrote (one per row of each page). Postgres empties UNLOGGED tables after a crash; a sweep that
 // lived through one must not mark rows deleted from a partial list.
 func SeenIntact(ctx context.Context, q Querier, cp Checkpoint) (bool, error) {
 	var n int64
 	if err := q.QueryRow(ctx, `SELECT count(*) FROM erp.sweep_seen WHERE sweep_id = $1`, cp.SweepID).Scan(&n); err != nil {
 		return false, fmt.Errorf("counting sweep_seen: %w", Describe(err))
 	}
-	return n == cp.RowsDistinct, nil
+	return n == cp.Rows, nil
 }
 
 // CompleteSweep closes the sweep in the transaction of its last page.
@@ -119,7 +118,7 @@ func CompleteSweep(ctx context.Context, q Querier, cp Checkpoint) error {
 	if _, err := q.Exec(ctx, `
 UPDATE erp.sync_checkpoints SET sweep_id = NULL, cursor = NULL, last_sweep_id = sweep_id,
     last_sweep_started_at = sweep_started_at, last_sweep_completed_at = now(),
-    last_sweep_rows = rows_distinct, sweep_started_at = NULL, updated_at = now()
+    last_sweep_rows = rows, sweep_started_at = NULL, updated_at = now()
 WHERE source = $1 AND stream = $2 AND sweep_id = $3`, cp.Source, cp.Stream, cp.SweepID); err != nil {
 		return fmt.Errorf("completing sweep: %w", Describe(err))
 	}

@@ -50,12 +50,27 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// IsUniqueViolation reports a duplicate key error.
+func IsUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
 // Describe maps driver errors to one plain sentence; Postgres errors keep
 // their code so an operator can look them up.
 func Describe(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return fmt.Errorf("postgres %s (%s)", pgErr.Message, pgErr.Code)
+		return &describedError{pg: pgErr}
 	}
 	return err
 }
+
+// describedError prints a Postgres error in one line and still unwraps
+// to it, so callers can test the code.
+type describedError struct{ pg *pgconn.PgError }
+
+func (e *describedError) Error() string {
+	return fmt.Sprintf("postgres %s (%s)", e.pg.Message, e.pg.Code)
+}
+func (e *describedError) Unwrap() error { return e.pg }

@@ -20,17 +20,20 @@ type Table struct {
 	Name    string   // schema-qualified, e.g. erp.invoices
 	Columns []string // typed columns, in the order of Row.Values
 
+	ident      pgx.Identifier
 	stage      string
 	copyCols   []string
 	createSQL  string
 	upsertSQL  string
+	seenSQL    string
 	deleteSQL  string
-	restoreSQL string
+	hasRowsSQL string
 }
 
 // NewTable prepares the statements of a table.
 func NewTable(name string, columns ...string) *Table {
 	t := &Table{Name: name, Columns: columns}
+	t.ident = pgx.Identifier(strings.Split(name, "."))
 	t.stage = "stage_" + strings.ReplaceAll(name, ".", "_")
 	t.copyCols = append([]string{"source", "id", "company_id", "branch_id"}, columns...)
 	t.copyCols = append(t.copyCols, "payload", "payload_hash")
@@ -70,12 +73,22 @@ WITH up AS (
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
 		name, cols, sCols, t.stage, strings.Join(set, ", "))
 
+	t.seenSQL = fmt.Sprintf(`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT $1, id FROM %s`, t.stage)
+	t.hasRowsSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE source = $1)`, name)
+
 	// A row the ERP no longer lists is marked, never removed: finance
-	// wants to see what disappeared.
+	// wants to see what disappeared. EXCEPT hashes both sides whatever
+	// the planner knows: sweep_seen rarely has statistics, and a NOT
+	// EXISTS planned as a nested loop over it is quadratic.
 	t.deleteSQL = fmt.Sprintf(`
-UPDATE %s t SET deleted_at = now()
-WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.deleted_at IS NULL
-  AND NOT EXISTS (SELECT 1 FROM erp.sweep_seen s WHERE s.sweep_id = $4 AND s.id = t.id)`, name)
+UPDATE %[1]s t SET deleted_at = now()
+FROM (
+    SELECT id FROM %[1]s
+    WHERE source = $1 AND company_id = $2 AND branch_id = $3 AND deleted_at IS NULL
+    EXCEPT
+    SELECT id FROM erp.sweep_seen WHERE sweep_id = $4
+) gone
+WHERE t.source = $1 AND t.id = gone.id`, name)
 	return t
 }
 
@@ -94,7 +107,7 @@ func Numeric(d decimal.Decimal) pgtype.Numeric {
 
 // UpsertResult counts what an upsert did.
 type UpsertResult struct {
-	Inserted, Updated, Unchanged, NewlySeen int64
+	Inserted, Updated, Unchanged int64
 }
 
 // Scope is what every row of a write shares.
@@ -104,9 +117,9 @@ type Scope struct {
 }
 
 // Upsert writes rows (ids unique within the slice) in bulk: COPY into the
-// connection's staging table, one INSERT ... SELECT ... ON CONFLICT, and
-// records the ids as seen by the sweep.
-func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row) (UpsertResult, error) {
+// connection's staging table, one INSERT ... SELECT ... ON CONFLICT and,
+// with trackSeen, the ids recorded as seen by the sweep.
+func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, trackSeen bool) (UpsertResult, error) {
 	var res UpsertResult
 	if len(rows) == 0 {
 		return res, nil
@@ -122,13 +135,32 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row) (Up
 		return res, fmt.Errorf("%s upsert: %w", t.Name, Describe(err))
 	}
 	res.Unchanged = n - res.Inserted - res.Updated
-	tag, err := tx.Exec(ctx, fmt.Sprintf(
-		`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT $1, id FROM %s ON CONFLICT DO NOTHING`, t.stage), sc.SweepID)
-	if err != nil {
-		return res, fmt.Errorf("%s sweep_seen: %w", t.Name, Describe(err))
+	if trackSeen {
+		if _, err := tx.Exec(ctx, t.seenSQL, sc.SweepID); err != nil {
+			return res, fmt.Errorf("%s sweep_seen: %w", t.Name, Describe(err))
+		}
 	}
-	res.NewlySeen = tag.RowsAffected()
 	return res, nil
+}
+
+// CopyNew writes rows that are new to the table straight into it with
+// COPY: the initial load. A row that exists after all fails the COPY
+// with a unique violation (IsUniqueViolation); the caller then upserts.
+func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row) (int64, error) {
+	n, err := tx.CopyFrom(ctx, t.ident, t.copyCols, &rowSource{rows: rows, sc: sc, i: -1})
+	if err != nil {
+		return 0, fmt.Errorf("%s copy: %w", t.Name, Describe(err))
+	}
+	return n, nil
+}
+
+// HasRows reports whether the table holds any row of the source.
+func (t *Table) HasRows(ctx context.Context, q Querier, source string) (bool, error) {
+	var ok bool
+	if err := q.QueryRow(ctx, t.hasRowsSQL, source).Scan(&ok); err != nil {
+		return false, fmt.Errorf("%s: %w", t.Name, Describe(err))
+	}
+	return ok, nil
 }
 
 // MarkDeleted sets deleted_at on the scope's rows that the sweep did not

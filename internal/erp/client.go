@@ -85,7 +85,15 @@ type Client struct {
 	token    string
 	expires  time.Time
 	identity *Identity
+	// refused remembers a login the ERP refused, so the other streams of
+	// the source fail at once instead of each trying the same wrong
+	// credentials (which can lock the account).
+	refused      error
+	refusedUntil time.Time
 }
+
+// refusalMemory is how long a refused login is not tried again.
+const refusalMemory = time.Minute
 
 // New validates the options; it does not contact the ERP.
 func New(opt Options) (*Client, error) {
@@ -356,7 +364,15 @@ func (c *Client) currentToken(ctx context.Context) (string, error) {
 	if c.token != "" && time.Now().Before(c.expires) {
 		return c.token, nil
 	}
-	return c.loginLocked(ctx)
+	if c.refused != nil && time.Now().Before(c.refusedUntil) {
+		return "", c.refused
+	}
+	tok, err := c.loginLocked(ctx)
+	var ae *AuthError
+	if errors.As(err, &ae) {
+		c.refused, c.refusedUntil = err, time.Now().Add(refusalMemory)
+	}
+	return tok, err
 }
 
 func (c *Client) dropToken(auth string) {
@@ -369,7 +385,7 @@ func (c *Client) dropToken(auth string) {
 
 type tokenResponse struct {
 	AccessToken string          `json:"access_token"`
-	ExpiresIn   json.Number     `json:"expires_in"`
+	ExpiresIn   json.RawMessage `json:"expires_in"`
 	CompanyID   json.RawMessage `json:"company_id"`
 	BranchID    json.RawMessage `json:"branch_id"`
 }
@@ -449,10 +465,13 @@ func (c *Client) acceptToken(body []byte) (string, error) {
 	if tr.AccessToken == "" {
 		return "", fmt.Errorf("login: token response has no access_token")
 	}
-	secs, err := tr.ExpiresIn.Float64()
-	if err != nil || secs <= 0 {
-		// Unknown lifetime: renew early rather than meet a 401 mid-page.
-		secs = 300
+	// A lifetime that is missing, not a number or absurd is not trusted:
+	// renewing early costs a login, trusting it costs a 401 mid-page.
+	secs := 300.0
+	if s, ok := scalarText(tr.ExpiresIn); ok {
+		if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 {
+			secs = min(v, 24*3600)
+		}
 	}
 	ttl := time.Duration(secs * float64(time.Second))
 	c.token = tr.AccessToken
@@ -503,10 +522,16 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
-	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
-		return time.Duration(secs) * time.Second, true
+	// Waits are capped far beyond any sane value (a year) so that huge
+	// numbers cannot overflow into negative, i.e. immediate, retries.
+	const ceiling = 365 * 24 * time.Hour
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs >= 0 {
+		return min(time.Duration(min(secs, int64(ceiling/time.Second)))*time.Second, ceiling), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
+		if t.Sub(now) >= ceiling {
+			return ceiling, true
+		}
 		// An HTTP date has whole seconds: round up so we never come back
 		// before the server allows it.
 		return max(t.Sub(now).Truncate(time.Second)+time.Second, 0), true
@@ -529,13 +554,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 func excerpt(b []byte) string {
 	const max = 200
 	s := strings.Join(strings.Fields(string(b)), " ")
-	if len(s) > max {
-		s = s[:max] + "..."
-	}
 	if s == "" {
 		return "(empty body)"
 	}
-	return s
+	return truncate(s, max)
 }
 
 // RouteLabel turns a path into a low-cardinality label: segments that

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 )
@@ -144,9 +145,17 @@ func scalarText(raw json.RawMessage) (string, bool) {
 	return "", false
 }
 
+// truncate shortens s to at most n bytes without splitting a UTF-8
+// character, marking the cut.
 func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
+
+// Truncate is truncate for other packages' messages.
+func Truncate(s string, n int) string { return truncate(s, n) }

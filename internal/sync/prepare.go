@@ -124,12 +124,12 @@ func (s *Stream) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Dr
 		}
 		kind := erp.Kind(raw)
 		if kind != "null" && !slices.Contains(kinds(spec), kind) {
-			add(field, "type", "expected "+spec+", got "+kind, truncate(string(raw), 100))
+			add(field, "type", "expected "+spec+", got "+kind, erp.Truncate(string(raw), 100))
 		}
 	}
 	for field, raw := range rec {
 		if _, ok := s.Expect[field]; !ok {
-			add(field, "added", erp.Kind(raw), truncate(string(raw), 100))
+			add(field, "added", erp.Kind(raw), erp.Truncate(string(raw), 100))
 		}
 	}
 	for i, c := range s.Columns {
@@ -142,11 +142,4 @@ func (s *Stream) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Dr
 			add(c.Field, "scale", fmt.Sprintf("expected %d fractional digits, got %d", c.Scale, max(got, 0)), text)
 		}
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	gosync "sync"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 )
@@ -40,10 +42,9 @@ func (x *streamRun) cursorSweep(ctx context.Context, stop <-chan struct{}) error
 		return err
 	}
 	if cp.SweepID == 0 {
-		if cp, err = db.StartSweep(ctx, x.conn, x.t.Source, x.s.Name); err != nil {
+		if cp, err = x.startSweep(ctx); err != nil {
 			return err
 		}
-		x.log.Debug("sweep started", "sweep_id", cp.SweepID)
 	} else {
 		x.log.Info("resuming sweep", "sweep_id", cp.SweepID, "pages_done", cp.Pages, "rows_done", cp.Rows)
 	}
@@ -63,7 +64,7 @@ func (x *streamRun) cursorSweep(ctx context.Context, stop <-chan struct{}) error
 			if err := db.AbandonSweep(ctx, x.conn, cp.SweepID); err != nil {
 				return err
 			}
-			if cp, err = db.StartSweep(ctx, x.conn, x.t.Source, x.s.Name); err != nil {
+			if cp, err = x.startSweep(ctx); err != nil {
 				return err
 			}
 			restarted = true
@@ -71,6 +72,20 @@ func (x *streamRun) cursorSweep(ctx context.Context, stop <-chan struct{}) error
 		}
 		return err
 	}
+}
+
+// startSweep begins a sweep from the first page; on a table without rows
+// of the source it is a bulk load.
+func (x *streamRun) startSweep(ctx context.Context) (db.Checkpoint, error) {
+	has, err := x.s.Table.HasRows(ctx, x.conn, x.t.Source)
+	if err != nil {
+		return db.Checkpoint{}, err
+	}
+	cp, err := db.StartSweep(ctx, x.conn, x.t.Source, x.s.Name, !has)
+	if err == nil {
+		x.log.Debug("sweep started", "sweep_id", cp.SweepID, "bulk_load", cp.BulkLoad)
+	}
+	return cp, err
 }
 
 // walk fetches and writes pages until the sweep completes, a stop is
@@ -183,7 +198,7 @@ func (x *streamRun) oneList(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", x.s.Name, err)
 	}
 	b := x.s.prepare(records)
-	cp, err := db.StartSweep(ctx, x.conn, x.t.Source, x.s.Name)
+	cp, err := db.StartSweep(ctx, x.conn, x.t.Source, x.s.Name, false)
 	if err != nil {
 		return err
 	}
@@ -206,7 +221,7 @@ func (x *streamRun) writePage(ctx context.Context, cp *db.Checkpoint, b batch, n
 
 	sc := x.scope
 	sc.SweepID = cp.SweepID
-	up, err := x.s.Table.Upsert(ctx, tx, sc, b.rows)
+	up, err := x.writeRows(ctx, tx, cp, sc, b.rows)
 	if err != nil {
 		return err
 	}
@@ -216,11 +231,13 @@ func (x *streamRun) writePage(ctx context.Context, cp *db.Checkpoint, b batch, n
 		}
 	}
 	next := *cp
-	if err := db.AdvanceCheckpoint(ctx, tx, &next, nextCursor, int64(len(b.rows)), up.NewlySeen); err != nil {
+	if err := db.AdvanceCheckpoint(ctx, tx, &next, nextCursor, int64(len(b.rows))); err != nil {
 		return err
 	}
 	var deleted int64
-	if last {
+	// A bulk load began on a table without rows of the source, so every
+	// row there now was written by this sweep: nothing to mark deleted.
+	if last && !next.BulkLoad {
 		intact, err := db.SeenIntact(ctx, tx, next)
 		if err != nil {
 			return err
@@ -235,6 +252,8 @@ func (x *streamRun) writePage(ctx context.Context, cp *db.Checkpoint, b batch, n
 			x.log.Warn("sweep's seen-list was lost in a database restart; not marking deletions this time", "sweep_id", next.SweepID)
 			x.notes = append(x.notes, fmt.Sprintf("sweep %d: deletions not marked (seen-list lost in a database restart)", next.SweepID))
 		}
+	}
+	if last {
 		if err := db.CompleteSweep(ctx, tx, next); err != nil {
 			return err
 		}
@@ -260,4 +279,32 @@ func (x *streamRun) writePage(ctx context.Context, cp *db.Checkpoint, b batch, n
 		x.log.Warn("records rejected", "count", len(b.rejected), "first_reason", b.rejected[0].Reason)
 	}
 	return nil
+}
+
+// writeRows writes a page's rows: straight COPY during a bulk load (inside
+// a savepoint, so a row that exists after all, e.g. one that moved to a
+// later page, falls back to the upsert), the staged upsert otherwise.
+func (x *streamRun) writeRows(ctx context.Context, tx pgx.Tx, cp *db.Checkpoint, sc db.Scope, rows []db.Row) (db.UpsertResult, error) {
+	if !cp.BulkLoad {
+		return x.s.Table.Upsert(ctx, tx, sc, rows, true)
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return db.UpsertResult{}, fmt.Errorf("savepoint: %w", db.Describe(err))
+	}
+	n, err := x.s.Table.CopyNew(ctx, sp, sc, rows)
+	if err == nil {
+		if err := sp.Commit(ctx); err != nil {
+			return db.UpsertResult{}, fmt.Errorf("release savepoint: %w", db.Describe(err))
+		}
+		return db.UpsertResult{Inserted: n}, nil
+	}
+	if !db.IsUniqueViolation(err) {
+		return db.UpsertResult{}, err
+	}
+	if err := sp.Rollback(ctx); err != nil {
+		return db.UpsertResult{}, fmt.Errorf("rollback to savepoint: %w", db.Describe(err))
+	}
+	x.log.Debug("bulk load met an existing row; upserting this page", "sweep_id", cp.SweepID)
+	return x.s.Table.Upsert(ctx, tx, sc, rows, false)
 }

@@ -1,0 +1,322 @@
+// Package bench is the performance report behind `make bench`: a full
+// invoice sync of N simulated invoices measured against the COPY of the
+// very same rows (the ingest limit of this machine), an unchanged
+// re-sync, and a naive row-by-row baseline.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/erp/erpsim"
+)
+
+// Options of a report.
+type Options struct {
+	AdminURL  string // server where the bench creates its databases
+	Binary    string // the erpsync binary to run as the measured child
+	Invoices  int
+	Baseline  int // invoices of the row-by-row baseline
+	Runs      int
+	PageSize  int
+	Prefetch  int
+	ExtraArgs []string
+}
+
+// sample is what one run measured.
+type sample struct {
+	syncSecs, copySecs, resyncSecs float64
+	peakRSS, resyncRSS             int64 // bytes
+	syncWAL, copyWAL, resyncWAL    int64
+	rows                           int64
+}
+
+// Run prints the report to out.
+func Run(ctx context.Context, o Options, out io.Writer) error {
+	sim := erpsim.New(erpsim.Options{Invoices: o.Invoices, PageSizeCap: o.PageSize})
+	sim.PreEncodeInvoicePages(o.PageSize)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	simCtx, stopSim := context.WithCancel(ctx)
+	defer stopSim()
+	go sim.Serve(simCtx, ln)
+	base := "http://" + ln.Addr().String()
+
+	fmt.Fprintf(out, "erpsync bench: %d invoices, page size %d, prefetch %d, %d runs\n", o.Invoices, o.PageSize, o.Prefetch, o.Runs)
+	var samples []sample
+	for i := 0; i < o.Runs; i++ {
+		s, err := o.runOnce(ctx, base, i)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		fmt.Fprintf(out, "  run %d: sync %.2fs, copy %.2fs, ratio %.2f, peak RSS %.1f MiB, re-sync %.2fs\n",
+			i+1, s.syncSecs, s.copySecs, s.syncSecs/s.copySecs, mib(s.peakRSS), s.resyncSecs)
+		samples = append(samples, s)
+	}
+	naive, err := o.naiveBaseline(ctx, base)
+	if err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+
+	med := func(f func(sample) float64) float64 {
+		v := make([]float64, len(samples))
+		for i, s := range samples {
+			v[i] = f(s)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	syncS := med(func(s sample) float64 { return s.syncSecs })
+	copyS := med(func(s sample) float64 { return s.copySecs })
+	ratio := med(func(s sample) float64 { return s.syncSecs / s.copySecs })
+	rss := med(func(s sample) float64 { return float64(s.peakRSS) })
+	wal := med(func(s sample) float64 { return float64(s.syncWAL) })
+	copyWAL := med(func(s sample) float64 { return float64(s.copyWAL) })
+	rwal := med(func(s sample) float64 { return float64(s.resyncWAL) })
+	rsecs := med(func(s sample) float64 { return s.resyncSecs })
+	rrss := med(func(s sample) float64 { return float64(s.resyncRSS) })
+	rate := float64(o.Invoices) / syncS
+
+	fmt.Fprintf(out, `
+medians of %d runs, N = %d
+  full sync              %8.2f s   %10.0f rows/s   peak RSS %6.1f MiB   WAL %8.1f MiB
+  COPY of the same rows  %8.2f s   %10.0f rows/s                        WAL %8.1f MiB
+  sync / COPY            %8.2f     (target <= 1.20)
+  unchanged re-sync      %8.2f s                     peak RSS %6.1f MiB   WAL %8.3f MiB = %.3f%% of the first sync (target <= 1%%)
+  row-by-row baseline    %8.2f s   %10.0f rows/s   (N = %d, INSERT ... ON CONFLICT per row, one transaction per page)
+  speed-up over baseline %8.1fx    (target >= 20x)
+`, len(samples), o.Invoices,
+		syncS, rate, mib(int64(rss)), mib(int64(wal)),
+		copyS, float64(o.Invoices)/copyS, mib(int64(copyWAL)),
+		ratio,
+		rsecs, mib(int64(rrss)), mib(int64(rwal)), 100*rwal/wal,
+		naive.secs, naive.rate, o.Baseline,
+		rate/naive.rate)
+	return nil
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func (o Options) runOnce(ctx context.Context, base string, i int) (sample, error) {
+	var s sample
+	name := fmt.Sprintf("erpsync_bench_%d", i)
+	dbURL, drop, err := o.freshDB(ctx, name)
+	if err != nil {
+		return s, err
+	}
+	defer drop()
+	admin, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return s, err
+	}
+	defer admin.Close(ctx)
+	if err := o.migrate(ctx, dbURL); err != nil {
+		return s, err
+	}
+	admin.Exec(ctx, "CHECKPOINT")
+
+	lsn0 := lsn(ctx, admin)
+	s.syncSecs, s.peakRSS, err = o.child(ctx, dbURL, base)
+	if err != nil {
+		return s, err
+	}
+	lsn1 := lsn(ctx, admin)
+	s.syncWAL = walDiff(ctx, admin, lsn1, lsn0)
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM erp.invoices`).Scan(&s.rows); err != nil {
+		return s, err
+	}
+	if s.rows != int64(o.Invoices) {
+		return s, fmt.Errorf("sync wrote %d rows, want %d", s.rows, o.Invoices)
+	}
+
+	// The ingest limit: COPY the rows the sync wrote into a table of the
+	// same shape (same columns, same primary key).
+	var buf bytes.Buffer
+	if _, err := admin.PgConn().CopyTo(ctx, &buf, `COPY erp.invoices TO STDOUT (FORMAT binary)`); err != nil {
+		return s, err
+	}
+	if _, err := admin.Exec(ctx, `CREATE TABLE erp.invoices_copy (LIKE erp.invoices INCLUDING ALL)`); err != nil {
+		return s, err
+	}
+	admin.Exec(ctx, "CHECKPOINT")
+	lsn2 := lsn(ctx, admin)
+	start := time.Now()
+	if _, err := admin.PgConn().CopyFrom(ctx, &buf, `COPY erp.invoices_copy FROM STDIN (FORMAT binary)`); err != nil {
+		return s, err
+	}
+	s.copySecs = time.Since(start).Seconds()
+	s.copyWAL = walDiff(ctx, admin, lsn(ctx, admin), lsn2)
+	admin.Exec(ctx, `DROP TABLE erp.invoices_copy`)
+	admin.Exec(ctx, "CHECKPOINT")
+
+	lsn3 := lsn(ctx, admin)
+	s.resyncSecs, s.resyncRSS, err = o.child(ctx, dbURL, base)
+	if err != nil {
+		return s, err
+	}
+	s.resyncWAL = walDiff(ctx, admin, lsn(ctx, admin), lsn3)
+	return s, nil
+}
+
+// child runs `erpsync sync invoices` as a separate process, so its peak
+// memory is its own, measured by the kernel (rusage).
+func (o Options) child(ctx context.Context, dbURL, base string) (secs float64, rss int64, err error) {
+	args := append([]string{"sync", "--prefetch", strconv.Itoa(o.Prefetch)}, o.ExtraArgs...)
+	args = append(args, "invoices")
+	cmd := exec.CommandContext(ctx, o.Binary, args...)
+	cmd.Env = append(os.Environ(),
+		"ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL="+base,
+		"ERPSYNC_ERP_USERNAME=erpsync", "ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
+		"ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(o.PageSize), "ERPSYNC_LOG_FORMAT=json", "ERPSYNC_LOG_LEVEL=warn",
+		"ERPSYNC_CONFIG=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, 0, fmt.Errorf("erpsync sync: %v: %s", err, stderr.String())
+	}
+	secs = time.Since(start).Seconds()
+	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if ru != nil {
+		rss = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	return secs, rss, nil
+}
+
+func (o Options) migrate(ctx context.Context, dbURL string) error {
+	pool, err := db.Open(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	_, err = db.Migrate(ctx, pool, nil)
+	return err
+}
+
+func (o Options) freshDB(ctx context.Context, name string) (string, func(), error) {
+	admin, err := pgx.Connect(ctx, o.AdminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench database server: %w", err)
+	}
+	defer admin.Close(ctx)
+	admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, err
+	}
+	u, err := url.Parse(o.AdminURL)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	drop := func() {
+		c, err := pgx.Connect(context.Background(), o.AdminURL)
+		if err == nil {
+			c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	}
+	return u.String(), drop, nil
+}
+
+func lsn(ctx context.Context, c *pgx.Conn) string {
+	var s string
+	c.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s)
+	return s
+}
+
+func walDiff(ctx context.Context, c *pgx.Conn, to, from string) int64 {
+	var n int64
+	c.QueryRow(ctx, `SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint`, to, from).Scan(&n)
+	return n
+}
+
+type naiveResult struct{ secs, rate float64 }
+
+// naiveBaseline is what erpsync would be without bulk writes: one
+// INSERT ... ON CONFLICT per record, one transaction per page.
+func (o Options) naiveBaseline(ctx context.Context, base string) (naiveResult, error) {
+	sim := erpsim.New(erpsim.Options{Invoices: o.Baseline, PageSizeCap: o.PageSize})
+	sim.PreEncodeInvoicePages(o.PageSize)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return naiveResult{}, err
+	}
+	simCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go sim.Serve(simCtx, ln)
+
+	dbURL, drop, err := o.freshDB(ctx, "erpsync_bench_naive")
+	if err != nil {
+		return naiveResult{}, err
+	}
+	defer drop()
+	if err := o.migrate(ctx, dbURL); err != nil {
+		return naiveResult{}, err
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return naiveResult{}, err
+	}
+	defer conn.Close(ctx)
+	client, err := erp.New(erp.Options{BaseURL: "http://" + ln.Addr().String(), Username: "erpsync", Password: "erpsync-demo-password"})
+	if err != nil {
+		return naiveResult{}, err
+	}
+	start := time.Now()
+	cursor, n := "", 0
+	for {
+		q := url.Values{"page_size": {strconv.Itoa(o.PageSize)}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		page, err := client.List(ctx, "/sales/api/invoices/list/", q)
+		if err != nil {
+			return naiveResult{}, err
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return naiveResult{}, err
+		}
+		for _, raw := range page.Records {
+			rec, err := erp.ParseRecord(raw)
+			if err != nil {
+				return naiveResult{}, err
+			}
+			id, _, _ := rec.Text("id")
+			total, _, _ := rec.Money("total_bc")
+			if _, err := tx.Exec(ctx, `
+INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash)
+VALUES ('naive', $1, '1', '1', $2, $3, '\x00')
+ON CONFLICT (source, id) DO UPDATE SET total_bc = EXCLUDED.total_bc, payload = EXCLUDED.payload, synced_at = now()
+WHERE erp.invoices.payload IS DISTINCT FROM EXCLUDED.payload`, id, db.Numeric(total), []byte(raw)); err != nil {
+				return naiveResult{}, err
+			}
+			n++
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return naiveResult{}, err
+		}
+		if !page.HasNext {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	secs := time.Since(start).Seconds()
+	return naiveResult{secs: secs, rate: float64(n) / secs}, nil
+}

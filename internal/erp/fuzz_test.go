@@ -1,0 +1,127 @@
+package erp
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/shopspring/decimal"
+)
+
+func FuzzDecodePage(f *testing.F) {
+	for _, seed := range []string{
+		`[]`,
+		`[{"id":1},{"id":2}]`,
+		"[" + exactRecord + "]",
+		`{"ok":true,"data":[{"id":1,"total_bc":123456789012345678.123456}]}`,
+		`{"ok":true,"data":[],"pagination":{"has_next":true,"next_cursor":"ab+/c=="}}`,
+		`{"ok":true,"data":[{"id":1}],"pagination":{"has_next":true,"next_cursor":42}}`,
+		`{"ok":true,"data":[{"id":1}],"pagination":{"has_next":false,"next_cursor":null}}`,
+		`{"count":3,"next":"https://erp.example.com/x/?page=2","previous":null,"results":[{"id":1}]}`,
+		`{"draw":1,"recordsTotal":57,"recordsFiltered":57,"data":[{"id":"JE-1"}]}`,
+		`{"draw":"1","recordsTotal":"57","data":[]}`,
+		`{"ok":false,"error":"invalid cursor"}`,
+		`{"zeta":1,"items":[]}`,
+		`{"ok":true,"data":{"id":1}}`,
+		`[{"id":1},`,
+		`{"ok":true,"data":[{"id":1}]`,
+		`{"data":[{"total": 12,50}]}`,
+		`[1] x`,
+		`<html>502</html>`,
+		``,
+		"\xff\xfe[",
+		`{"pagination":{"has_next":"yes"},"data":[]}`,
+		`{"recordsTotal":1e3,"data":[]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePage("/fuzz/", body)
+		if err != nil {
+			if p != nil {
+				t.Fatalf("page %+v returned with error %v", p, err)
+			}
+			if !strings.Contains(err.Error(), "/fuzz/") {
+				t.Fatalf("error %q does not name the route", err)
+			}
+			return
+		}
+		switch p.Envelope {
+		case "array", "data", "results", "datatables":
+		default:
+			t.Fatalf("unknown envelope %q", p.Envelope)
+		}
+		if !json.Valid(body) {
+			t.Fatalf("decoded a page from invalid JSON %q", body)
+		}
+		for i, r := range p.Records {
+			if !json.Valid(r) {
+				t.Fatalf("record %d %q is not valid JSON", i, r)
+			}
+			// Records are the bytes received, not a re-encoding.
+			if !bytes.Contains(body, r) {
+				t.Fatalf("record %d %q is not part of the body", i, r)
+			}
+		}
+		if p.HasNext && p.NextCursor == "" {
+			t.Fatal("HasNext without a cursor")
+		}
+		if p.Envelope != "datatables" && p.RecordsTotal != -1 {
+			t.Fatalf("RecordsTotal %d outside DataTables", p.RecordsTotal)
+		}
+	})
+}
+
+func FuzzParseMoney(f *testing.F) {
+	for _, seed := range []string{
+		"12", "-0.5", "123456789012345678.123456", "+1.10", "0", "007", "1.", ".5",
+		"", "1e5", "NaN", "12,50", " 1", "1.2.3", ".", "-", "+", "Inf", "0x1p3", "١٢",
+		"99999999999999999999999999999999999999.000000000000000000000000000001",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseMoney(s)
+		if err != nil {
+			return
+		}
+		// Only plain decimal literals are money: optional sign, digits, at
+		// most one dot, at least one digit.
+		body := strings.TrimLeft(s, "+-")
+		if len(s)-len(body) > 1 || strings.Count(body, ".") > 1 || strings.Trim(body, "0123456789.") != "" || strings.Trim(body, ".") == "" {
+			t.Fatalf("ParseMoney(%q) accepted a non-literal", s)
+		}
+		// Exact: the same value and scale as shopspring's exact parser ...
+		want := decimal.RequireFromString(s)
+		if !d.Equal(want) || d.Exponent() != want.Exponent() {
+			t.Fatalf("ParseMoney(%q) = %s (exp %d), want %s (exp %d)", s, d, d.Exponent(), want, want.Exponent())
+		}
+		// ... and the digits of the literal, with no float anywhere: the
+		// coefficient is the literal without its dot, the exponent minus the
+		// number of fractional digits.
+		intPart, frac, _ := strings.Cut(body, ".")
+		coef, ok := new(big.Int).SetString("0"+intPart+frac, 10)
+		if !ok {
+			t.Fatalf("test bug: %q", s)
+		}
+		if strings.HasPrefix(s, "-") {
+			coef.Neg(coef)
+		}
+		if d.Coefficient().Cmp(coef) != 0 || int(d.Exponent()) != -len(frac) {
+			t.Fatalf("ParseMoney(%q) = %s×10^%d, want %s×10^%d", s, d.Coefficient(), d.Exponent(), coef, -len(frac))
+		}
+		// String() re-parses to an equal value.
+		back, err := ParseMoney(d.String())
+		if err != nil {
+			t.Fatalf("ParseMoney(%q).String() = %q does not re-parse: %v", s, d.String(), err)
+		}
+		if !back.Equal(d) {
+			t.Fatalf("ParseMoney(%q) = %s, re-parsed %s", s, d, back)
+		}
+		if !decimal.RequireFromString(d.String()).Equal(d) {
+			t.Fatalf("ParseMoney(%q).String() = %q is not the same value", s, d.String())
+		}
+	})
+}
