@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,8 +48,20 @@ func cmdMigrate(e *env) error {
 func cmdSync(e *env) error {
 	fs, cfgFile := e.flags("sync")
 	prefetch := fs.Int("prefetch", 1, "pages fetched ahead of the page being written (0: none)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sync to `file` (performance work)")
 	if err := e.parse(fs); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg, err := e.loadConfig(*cfgFile, true)
 	if err != nil {

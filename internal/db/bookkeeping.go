@@ -70,8 +70,8 @@ ON CONFLICT (source, stream, field, change, detail) DO UPDATE SET
 }
 
 // RecordCurrencyRates closes the open rate period of every currency of
-// the staging table whose rate changed and opens a new one (also for a
-// currency seen for the first time). It runs in the currencies
+// the staging table (the rows that changed) whose rate changed and opens
+// a new one (also for a currency seen for the first time). It runs in the currencies
 // transaction, after the upsert, and returns the periods opened.
 func RecordCurrencyRates(ctx context.Context, tx pgx.Tx, currencies *Table, source string) (int64, error) {
 	// Two statements, not one CTE: the parts of a CTE run in no fixed

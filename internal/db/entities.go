@@ -25,7 +25,7 @@ type Table struct {
 	copyCols   []string
 	createSQL  string
 	upsertSQL  string
-	seenSQL    string
+	changedSQL string
 	deleteSQL  string
 	hasRowsSQL string
 }
@@ -73,7 +73,11 @@ WITH up AS (
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
 		name, cols, sCols, t.stage, strings.Join(set, ", "))
 
-	t.seenSQL = fmt.Sprintf(`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT $1, id FROM %s`, t.stage)
+	t.changedSQL = fmt.Sprintf(`
+SELECT s.id FROM unnest($4::text[], $5::bytea[]) AS s(id, hash)
+LEFT JOIN %s cur ON cur.source = $1 AND cur.id = s.id
+WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
+   OR cur.company_id <> $2 OR cur.branch_id <> $3`, name)
 	t.hasRowsSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE source = $1)`, name)
 
 	// A row the ERP no longer lists is marked, never removed: finance
@@ -124,6 +128,51 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, tra
 	if len(rows) == 0 {
 		return res, nil
 	}
+	// First ask, with ids and hashes only, which rows differ from the
+	// warehouse: a re-sync of unchanged data then ships no payload at all.
+	ids := make([]string, len(rows))
+	hashes := make([][]byte, len(rows))
+	for i := range rows {
+		ids[i], hashes[i] = rows[i].ID, rows[i].Hash[:]
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(t.changedSQL, sc.Source, sc.CompanyID, sc.BranchID, ids, hashes)
+	if trackSeen {
+		batch.Queue(seenSQL, sc.SweepID, ids)
+	}
+	br := tx.SendBatch(ctx, batch)
+	var changedIDs []string
+	rows0, err := br.Query()
+	if err == nil {
+		changedIDs, err = pgx.CollectRows(rows0, pgx.RowTo[string])
+	}
+	if err == nil && trackSeen {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return res, fmt.Errorf("%s compare with warehouse: %w", t.Name, Describe(err))
+	}
+	if len(changedIDs) == 0 {
+		res.Unchanged = int64(len(rows))
+		return res, nil
+	}
+	if len(changedIDs) < len(rows) {
+		keep := make(map[string]bool, len(changedIDs))
+		for _, id := range changedIDs {
+			keep[id] = true
+		}
+		changed := make([]Row, 0, len(changedIDs))
+		for _, r := range rows {
+			if keep[r.ID] {
+				changed = append(changed, r)
+			}
+		}
+		res.Unchanged = int64(len(rows) - len(changed))
+		rows = changed
+	}
 	if _, err := tx.Exec(ctx, t.createSQL); err != nil {
 		return res, fmt.Errorf("%s staging table: %w", t.Name, Describe(err))
 	}
@@ -134,12 +183,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, tra
 	if err := tx.QueryRow(ctx, t.upsertSQL).Scan(&res.Inserted, &res.Updated); err != nil {
 		return res, fmt.Errorf("%s upsert: %w", t.Name, Describe(err))
 	}
-	res.Unchanged = n - res.Inserted - res.Updated
-	if trackSeen {
-		if _, err := tx.Exec(ctx, t.seenSQL, sc.SweepID); err != nil {
-			return res, fmt.Errorf("%s sweep_seen: %w", t.Name, Describe(err))
-		}
-	}
+	res.Unchanged += n - res.Inserted - res.Updated
 	return res, nil
 }
 
@@ -190,3 +234,6 @@ func (s *rowSource) Values() ([]any, error) {
 	s.buf = append(s.buf, r.Payload, r.Hash[:])
 	return s.buf, nil
 }
+
+// seenSQL records a page's ids as seen by the sweep.
+const seenSQL = `INSERT INTO erp.sweep_seen (sweep_id, id) SELECT $1, unnest($2::text[])`

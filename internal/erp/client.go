@@ -202,7 +202,7 @@ func (c *Client) Me(ctx context.Context) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("GET /api/auth/me/: %w", err)
 	}
-	if inner, ok := rec["data"]; ok && Kind(inner) == "object" {
+	if inner, ok := rec.Get("data"); ok && Kind(inner) == "object" {
 		if rec, err = ParseRecord(inner); err != nil {
 			return Identity{}, fmt.Errorf("GET /api/auth/me/: %w", err)
 		}

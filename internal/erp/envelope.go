@@ -1,7 +1,6 @@
 package erp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,18 +51,24 @@ func (c *Client) List(ctx context.Context, path string, q url.Values) (*Page, er
 
 // DecodePage accepts the four list envelopes of SPEC section 1: a bare
 // array; {ok, data[, pagination]}; DRF {results, next}; DataTables {draw,
-// recordsTotal, recordsFiltered, data}. Numbers are never parsed into
-// floats: records stay raw bytes.
+// recordsTotal, recordsFiltered, data}. One validating pass; records are
+// sub-slices of body, never re-encoded and never parsed into floats.
 func DecodePage(route string, body []byte) (*Page, error) {
-	body = bytes.TrimSpace(body)
 	p := &Page{RecordsTotal: -1}
-	if len(body) == 0 {
+	s := scanner{b: body}
+	s.ws()
+	if s.i >= len(body) {
 		return nil, &EnvelopeError{Route: route, Why: "empty body"}
 	}
-	switch body[0] {
+	collect := func(v []byte) { p.Records = append(p.Records, json.RawMessage(v)) }
+	malformed := func(err error) error { return fmt.Errorf("GET %s: malformed JSON: %w", route, err) }
+	switch body[s.i] {
 	case '[':
-		if err := json.Unmarshal(body, &p.Records); err != nil {
-			return nil, fmt.Errorf("GET %s: malformed JSON: %w", route, err)
+		if err := s.array(collect); err != nil {
+			return nil, malformed(err)
+		}
+		if err := s.end(); err != nil {
+			return nil, malformed(err)
 		}
 		p.Envelope = "array"
 		return p, nil
@@ -71,9 +76,25 @@ func DecodePage(route string, body []byte) (*Page, error) {
 	default:
 		return nil, &EnvelopeError{Route: route, Why: "answer is neither a JSON array nor an object: " + excerpt(body)}
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return nil, fmt.Errorf("GET %s: malformed JSON: %w", route, err)
+	top := map[string]json.RawMessage{}
+	listKey := ""
+	err := s.object(func(rawKey, val []byte) error {
+		key := string(keyBytes(rawKey))
+		top[key] = val
+		if (key == "data" || key == "results") && listKey == "" && len(val) > 0 && val[0] == '[' {
+			// Split the list during this same pass: the value was just
+			// validated, so a non-validating re-scan of it is enough.
+			listKey = key
+			ls := scanner{b: val}
+			return ls.array(collect)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, malformed(err)
+	}
+	if err := s.end(); err != nil {
+		return nil, malformed(err)
 	}
 	keys := make([]string, 0, len(top))
 	for k := range top {
@@ -85,17 +106,8 @@ func DecodePage(route string, body []byte) (*Page, error) {
 		msg := firstText(top, "error", "message", "detail", "errors")
 		return nil, &EnvelopeError{Route: route, Keys: keys, Why: "the ERP answered ok=false: " + msg}
 	}
-	listKey := ""
-	switch {
-	case isArray(top["data"]):
-		listKey = "data"
-	case isArray(top["results"]):
-		listKey = "results"
-	default:
+	if listKey == "" {
 		return nil, &EnvelopeError{Route: route, Keys: keys, Why: "unknown list envelope: no data or results array"}
-	}
-	if err := json.Unmarshal(top[listKey], &p.Records); err != nil {
-		return nil, fmt.Errorf("GET %s: %s: %w", route, listKey, err)
 	}
 	switch {
 	case listKey == "results":
@@ -116,21 +128,20 @@ func DecodePage(route string, body []byte) (*Page, error) {
 		p.Envelope = "data"
 	}
 	if raw, ok := top["pagination"]; ok && Kind(raw) == "object" {
-		var pg struct {
-			HasNext    json.RawMessage `json:"has_next"`
-			NextCursor json.RawMessage `json:"next_cursor"`
-		}
-		if err := json.Unmarshal(raw, &pg); err != nil {
+		pg, err := ParseRecord(raw)
+		if err != nil {
 			return nil, fmt.Errorf("GET %s: pagination: %w", route, err)
 		}
-		switch string(pg.HasNext) {
+		hasNext, _ := pg.Get("has_next")
+		switch string(hasNext) {
 		case "true":
 			p.HasNext = true
 		case "false", "null", "":
 		default:
-			return nil, &EnvelopeError{Route: route, Keys: keys, Why: "pagination.has_next is not a boolean: " + string(pg.HasNext)}
+			return nil, &EnvelopeError{Route: route, Keys: keys, Why: "pagination.has_next is not a boolean: " + string(hasNext)}
 		}
-		p.NextCursor, _ = scalarText(pg.NextCursor)
+		cursor, _ := pg.Get("next_cursor")
+		p.NextCursor, _ = scalarText(cursor)
 		if p.HasNext && p.NextCursor == "" {
 			return nil, &EnvelopeError{Route: route, Keys: keys, Why: "pagination.has_next is true but next_cursor is empty"}
 		}

@@ -125,3 +125,18 @@ func FuzzParseMoney(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScanMatchesEncodingJSON holds the scanner to encoding/json's idea
+// of valid JSON: the page decoder must refuse exactly what it refuses.
+func FuzzScanMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, `{"a":[1,2,{"b":null}]}`, `"\u00e9"`, `1e5`, `-0.5`, `01`, `[1,]`, `{"a":1,}`,
+		`"\x"`, "\"\x01\"", `tru`, `1.`, `-`, ` [ 1 , "x" ] `, `{"a":1}x`, "\"\xff\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := scanValid(b) == nil
+		if want := json.Valid(b); got != want {
+			t.Fatalf("scanValid(%q) = %v, json.Valid = %v", b, got, want)
+		}
+	})
+}

@@ -9,26 +9,65 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// Record is one list element split into its top-level fields; values stay
-// raw bytes, so no number is ever parsed as a float.
-type Record map[string]json.RawMessage
+// Record is one JSON object split into its top-level fields; values
+// stay raw bytes (sub-slices of the input), so no number is ever parsed
+// as a float and splitting costs one small allocation.
+type Record struct {
+	fields []Field
+}
 
-// ParseRecord splits a JSON object into its fields.
+// Field is one top-level member of a record.
+type Field struct {
+	Key   []byte // unescaped; compare with string(f.Key) == name
+	Value json.RawMessage
+}
+
+// ParseRecord splits a JSON object into its fields, validating it. A key
+// given twice keeps its last value, as encoding/json does.
 func ParseRecord(raw json.RawMessage) (Record, error) {
-	if Kind(raw) != "object" {
-		return nil, fmt.Errorf("record is a JSON %s, not an object", Kind(raw))
+	s := scanner{b: raw}
+	s.ws()
+	if s.i >= len(raw) || raw[s.i] != '{' {
+		return Record{}, fmt.Errorf("record is a JSON %s, not an object", Kind(raw))
 	}
-	var r Record
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, fmt.Errorf("record: %w", err)
+	r := Record{fields: make([]Field, 0, 12)}
+	err := s.object(func(key, val []byte) error {
+		k := keyBytes(key)
+		for i := range r.fields {
+			if string(r.fields[i].Key) == string(k) {
+				r.fields[i].Value = val
+				return nil
+			}
+		}
+		r.fields = append(r.fields, Field{Key: k, Value: val})
+		return nil
+	})
+	if err == nil {
+		err = s.end()
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("record: %w", err)
 	}
 	return r, nil
 }
 
+// Get returns a field's raw value.
+func (r Record) Get(name string) (json.RawMessage, bool) {
+	for i := range r.fields {
+		if string(r.fields[i].Key) == name {
+			return r.fields[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// Fields returns the record's fields in the order received.
+func (r Record) Fields() []Field { return r.fields }
+
 // Text returns a string or number field as text. ok is false when the
 // field is absent or null.
 func (r Record) Text(field string) (string, bool, error) {
-	raw, present := r[field]
+	raw, present := r.Get(field)
 	if !present || Kind(raw) == "null" {
 		return "", false, nil
 	}
@@ -43,7 +82,7 @@ func (r Record) Text(field string) (string, bool, error) {
 // false when the field is absent or null; anything else that is not a
 // decimal is an error.
 func (r Record) Money(field string) (decimal.Decimal, bool, error) {
-	raw, present := r[field]
+	raw, present := r.Get(field)
 	if !present || Kind(raw) == "null" {
 		return decimal.Decimal{}, false, nil
 	}
@@ -92,7 +131,7 @@ func isDecimalLiteral(s string) bool {
 
 // Bool returns a boolean field; ok is false when absent or null.
 func (r Record) Bool(field string) (bool, bool, error) {
-	raw, present := r[field]
+	raw, present := r.Get(field)
 	if !present {
 		return false, false, nil
 	}
@@ -133,6 +172,10 @@ func Kind(raw json.RawMessage) string {
 func scalarText(raw json.RawMessage) (string, bool) {
 	switch Kind(raw) {
 	case "string":
+		raw = bytes.TrimSpace(raw)
+		if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 {
+			return string(inner), true
+		}
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return "", false

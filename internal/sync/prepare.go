@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
@@ -29,10 +30,7 @@ func (s *Stream) prepare(records []json.RawMessage) batch {
 	for _, raw := range records {
 		row, rec, err := s.convert(raw)
 		if err != nil {
-			id := ""
-			if rec != nil {
-				id, _, _ = rec.Text("id")
-			}
+			id, _, _ := rec.Text("id") // a zero Record has no id
 			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
 			continue
 		}
@@ -56,13 +54,17 @@ func (s *Stream) prepare(records []json.RawMessage) batch {
 }
 
 func (s *Stream) convert(raw json.RawMessage) (db.Row, erp.Record, error) {
-	// jsonb cannot store \u0000; one such record must not fail its page.
+	// Postgres refuses \u0000 and invalid UTF-8 in jsonb: one such
+	// record must not fail its whole page.
 	if bytes.Contains(raw, []byte(`\u0000`)) {
-		return db.Row{}, nil, fmt.Errorf("record contains \\u0000, which Postgres jsonb cannot store")
+		return db.Row{}, erp.Record{}, fmt.Errorf("record contains \\u0000, which Postgres jsonb cannot store")
+	}
+	if !utf8.Valid(raw) {
+		return db.Row{}, erp.Record{}, fmt.Errorf("record is not valid UTF-8")
 	}
 	rec, err := erp.ParseRecord(raw)
 	if err != nil {
-		return db.Row{}, nil, err
+		return db.Row{}, erp.Record{}, err
 	}
 	id, ok, err := rec.Text("id")
 	if err != nil {
@@ -116,20 +118,19 @@ func (s *Stream) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Dr
 		}
 		acc[k] = &db.Drift{Field: field, Change: change, Detail: detail, Example: example, Count: 1}
 	}
-	for field, spec := range s.Expect {
-		raw, ok := rec[field]
+	for _, e := range s.expect {
+		raw, ok := rec.Get(e.field)
 		if !ok {
-			add(field, "missing", "", "record "+row.ID)
+			add(e.field, "missing", "", "record "+row.ID)
 			continue
 		}
-		kind := erp.Kind(raw)
-		if kind != "null" && !slices.Contains(kinds(spec), kind) {
-			add(field, "type", "expected "+spec+", got "+kind, erp.Truncate(string(raw), 100))
+		if kind := erp.Kind(raw); kind != "null" && !slices.Contains(e.kinds, kind) {
+			add(e.field, "type", "expected "+e.spec+", got "+kind, erp.Truncate(string(raw), 100))
 		}
 	}
-	for field, raw := range rec {
-		if _, ok := s.Expect[field]; !ok {
-			add(field, "added", erp.Kind(raw), erp.Truncate(string(raw), 100))
+	for _, f := range rec.Fields() {
+		if _, ok := s.Expect[string(f.Key)]; !ok {
+			add(string(f.Key), "added", erp.Kind(f.Value), erp.Truncate(string(f.Value), 100))
 		}
 	}
 	for i, c := range s.Columns {

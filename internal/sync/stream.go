@@ -61,9 +61,17 @@ type Stream struct {
 	// kinds ("number|string"); differences are recorded as drift. null
 	// matches any kind.
 	Expect map[string]string
-	// AfterUpsert runs in the write transaction after the rows are
-	// upserted (the currency rate history).
+	// AfterUpsert runs in the write transaction after rows were inserted
+	// or updated, while the staging table holds exactly those rows (the
+	// currency rate history).
 	AfterUpsert func(ctx context.Context, tx pgx.Tx, source string) error
+
+	expect []expectedField // Expect, parsed once at Register, sorted
+}
+
+type expectedField struct {
+	field, spec string
+	kinds       []string
 }
 
 var registry = map[string]*Stream{}
@@ -75,6 +83,10 @@ func Register(s *Stream) {
 		cols[i] = c.Name
 	}
 	s.Table = db.NewTable("erp."+s.Name, cols...)
+	for field, spec := range s.Expect {
+		s.expect = append(s.expect, expectedField{field: field, spec: spec, kinds: strings.Split(spec, "|")})
+	}
+	slices.SortFunc(s.expect, func(a, b expectedField) int { return strings.Compare(a.field, b.field) })
 	registry[s.Name] = s
 }
 
@@ -93,5 +105,3 @@ func Names() []string {
 	slices.Sort(out)
 	return out
 }
-
-func kinds(spec string) []string { return strings.Split(spec, "|") }

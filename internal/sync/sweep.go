@@ -9,8 +9,6 @@ import (
 	"strconv"
 	gosync "sync"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 )
@@ -213,6 +211,20 @@ func (x *streamRun) oneList(ctx context.Context) error {
 // and, on the sweep's last page, the deletion marks, all in one
 // transaction. cp is updated only after the commit.
 func (x *streamRun) writePage(ctx context.Context, cp *db.Checkpoint, b batch, nextCursor string, last bool) error {
+	err := x.commitPage(ctx, cp, b, nextCursor, last, cp.BulkLoad)
+	if cp.BulkLoad && db.IsUniqueViolation(err) {
+		// A row of this page is there already: it moved behind the
+		// cursor and an earlier page loaded it. Write the page again,
+		// upserting.
+		x.log.Debug("bulk load met an existing row; upserting this page", "sweep_id", cp.SweepID)
+		err = x.commitPage(ctx, cp, b, nextCursor, last, false)
+	}
+	return err
+}
+
+// commitPage is one attempt at writePage; copyNew COPYs the rows straight
+// into the table (bulk load) instead of upserting them.
+func (x *streamRun) commitPage(ctx context.Context, cp *db.Checkpoint, b batch, nextCursor string, last, copyNew bool) error {
 	tx, err := x.conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", db.Describe(err))
@@ -221,11 +233,17 @@ func (x *streamRun) writePage(ctx context.Context, cp *db.Checkpoint, b batch, n
 
 	sc := x.scope
 	sc.SweepID = cp.SweepID
-	up, err := x.writeRows(ctx, tx, cp, sc, b.rows)
+	var up db.UpsertResult
+	if copyNew {
+		up.Inserted, err = x.s.Table.CopyNew(ctx, tx, sc, b.rows)
+	} else {
+		// A bulk load needs no seen-list: see the end of the sweep below.
+		up, err = x.s.Table.Upsert(ctx, tx, sc, b.rows, !cp.BulkLoad)
+	}
 	if err != nil {
 		return err
 	}
-	if x.s.AfterUpsert != nil {
+	if x.s.AfterUpsert != nil && up.Inserted+up.Updated > 0 {
 		if err := x.s.AfterUpsert(ctx, tx, x.t.Source); err != nil {
 			return err
 		}
@@ -279,32 +297,4 @@ func (x *streamRun) writePage(ctx context.Context, cp *db.Checkpoint, b batch, n
 		x.log.Warn("records rejected", "count", len(b.rejected), "first_reason", b.rejected[0].Reason)
 	}
 	return nil
-}
-
-// writeRows writes a page's rows: straight COPY during a bulk load (inside
-// a savepoint, so a row that exists after all, e.g. one that moved to a
-// later page, falls back to the upsert), the staged upsert otherwise.
-func (x *streamRun) writeRows(ctx context.Context, tx pgx.Tx, cp *db.Checkpoint, sc db.Scope, rows []db.Row) (db.UpsertResult, error) {
-	if !cp.BulkLoad {
-		return x.s.Table.Upsert(ctx, tx, sc, rows, true)
-	}
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return db.UpsertResult{}, fmt.Errorf("savepoint: %w", db.Describe(err))
-	}
-	n, err := x.s.Table.CopyNew(ctx, sp, sc, rows)
-	if err == nil {
-		if err := sp.Commit(ctx); err != nil {
-			return db.UpsertResult{}, fmt.Errorf("release savepoint: %w", db.Describe(err))
-		}
-		return db.UpsertResult{Inserted: n}, nil
-	}
-	if !db.IsUniqueViolation(err) {
-		return db.UpsertResult{}, err
-	}
-	if err := sp.Rollback(ctx); err != nil {
-		return db.UpsertResult{}, fmt.Errorf("rollback to savepoint: %w", db.Describe(err))
-	}
-	x.log.Debug("bulk load met an existing row; upserting this page", "sweep_id", cp.SweepID)
-	return x.s.Table.Upsert(ctx, tx, sc, rows, false)
 }

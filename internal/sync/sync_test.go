@@ -450,3 +450,36 @@ func TestSecondRunnerIsLockedOut(t *testing.T) {
 		t.Errorf("sync_runs rows = %d, want 1 (the locked-out run records nothing)", n)
 	}
 }
+
+func TestBulkLoadFallsBackWhenARowMovesPages(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 120})
+	// The ERP lists invoice 0 again on the second page, as it does when a
+	// record changes while a sweep pages through the list.
+	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		moved := inv[0]
+		moved.TotalBC = decimal.RequireFromString("7.77")
+		out := append([]erpsim.Invoice{}, inv[:70]...)
+		out = append(out, moved)
+		return append(out, inv[70:]...)
+	})
+	res := h.mustRun("invoices")
+	if res.Stats.Seen != 121 || res.Stats.Inserted != 120 || res.Stats.Updated != 1 {
+		t.Errorf("stats %+v: want 121 seen, 120 inserted, 1 updated", res.Stats)
+	}
+	if got := h.text(`SELECT total_bc::text FROM erp.invoices WHERE id = $1`, fmt.Sprint(h.sim.Invoices()[0].ID)); got != "7.77" {
+		t.Errorf("moved invoice total = %s, want its later version 7.77", got)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE deleted_at IS NULL`); n != 120 {
+		t.Errorf("live rows = %d, want 120", n)
+	}
+	if got := h.text(`SELECT bulk_load::text FROM erp.sync_checkpoints WHERE stream = 'invoices'`); got != "true" {
+		t.Errorf("first sweep bulk_load = %s, want true", got)
+	}
+	// The next sweep is an ordinary one and still finds nothing deleted.
+	res = h.mustRun("invoices")
+	// Both listings of the duplicate differ from what the other left.
+	if res.Stats.Deleted != 0 || res.Stats.Updated != 2 {
+		t.Errorf("second sweep stats %+v: want 2 updated (the duplicate's two versions in turn), 0 deleted", res.Stats)
+	}
+}

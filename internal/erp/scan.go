@@ -1,0 +1,291 @@
+package erp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// A single-pass JSON scanner. It validates exactly what encoding/json
+// accepts (FuzzScanMatchesEncodingJSON holds it to that) and returns
+// sub-slices of the input instead of copies, so a page of records is
+// split, checked and kept as the bytes received with no per-record
+// allocation. Numbers are never converted: they stay text.
+
+// maxDepth bounds nesting, so hostile input cannot exhaust the stack.
+const maxDepth = 10000
+
+var errDepth = errors.New("JSON nested too deeply")
+
+type scanner struct {
+	b     []byte
+	i     int
+	depth int
+}
+
+type syntaxError struct {
+	msg string
+	off int
+}
+
+func (e *syntaxError) Error() string { return fmt.Sprintf("%s at offset %d", e.msg, e.off) }
+
+func (s *scanner) fail(msg string) error { return &syntaxError{msg: msg, off: s.i} }
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// value skips one JSON value, validating it.
+func (s *scanner) value() error {
+	if s.i >= len(s.b) {
+		return s.fail("unexpected end of JSON input")
+	}
+	switch c := s.b[s.i]; {
+	case c == '{':
+		return s.object(nil)
+	case c == '[':
+		return s.array(nil)
+	case c == '"':
+		_, err := s.str()
+		return err
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	default:
+		return s.fail(fmt.Sprintf("invalid character %q looking for beginning of value", c))
+	}
+}
+
+// object scans an object; member, if not nil, is called with each key
+// (raw, with its quotes) and value span.
+func (s *scanner) object(member func(key, val []byte) error) error {
+	if s.depth++; s.depth > maxDepth {
+		return errDepth
+	}
+	defer func() { s.depth-- }()
+	s.i++ // {
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return s.fail("expected a string key in object")
+		}
+		k0 := s.i
+		if _, err := s.str(); err != nil {
+			return err
+		}
+		key := s.b[k0:s.i]
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return s.fail("expected ':' after object key")
+		}
+		s.i++
+		s.ws()
+		v0 := s.i
+		if err := s.value(); err != nil {
+			return err
+		}
+		if member != nil {
+			if err := member(key, s.b[v0:s.i]); err != nil {
+				return err
+			}
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.fail("unexpected end of JSON input in object")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.fail("expected ',' or '}' in object")
+		}
+	}
+}
+
+// array scans an array; elem, if not nil, is called with each element.
+func (s *scanner) array(elem func(val []byte)) error {
+	if s.depth++; s.depth > maxDepth {
+		return errDepth
+	}
+	defer func() { s.depth-- }()
+	s.i++ // [
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		s.ws()
+		v0 := s.i
+		if err := s.value(); err != nil {
+			return err
+		}
+		if elem != nil {
+			elem(s.b[v0:s.i])
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.fail("unexpected end of JSON input in array")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.fail("expected ',' or ']' in array")
+		}
+	}
+}
+
+// str scans a string and reports whether it holds escapes.
+func (s *scanner) str() (escaped bool, err error) {
+	s.i++ // opening quote
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return escaped, nil
+		case c == '\\':
+			escaped = true
+			s.i++
+			if s.i >= len(s.b) {
+				return false, s.fail("unexpected end of JSON input in string escape")
+			}
+			switch s.b[s.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				if s.i+4 >= len(s.b) {
+					return false, s.fail("unexpected end of JSON input in \\u escape")
+				}
+				for _, h := range s.b[s.i+1 : s.i+5] {
+					if !isHex(h) {
+						return false, s.fail("invalid character in \\u escape")
+					}
+				}
+				s.i += 5
+			default:
+				return false, s.fail("invalid escape in string")
+			}
+		case c < 0x20:
+			return false, s.fail("invalid control character in string")
+		default:
+			s.i++
+		}
+	}
+	return false, s.fail("unexpected end of JSON input in string")
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func (s *scanner) digits() int {
+	n := 0
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+		n++
+	}
+	return n
+}
+
+func (s *scanner) number() error {
+	if s.b[s.i] == '-' {
+		s.i++
+	}
+	if s.i >= len(s.b) {
+		return s.fail("unexpected end of JSON input in number")
+	}
+	switch c := s.b[s.i]; {
+	case c == '0':
+		s.i++
+	case c >= '1' && c <= '9':
+		s.digits()
+	default:
+		return s.fail("invalid character in numeric literal")
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if s.digits() == 0 {
+			return s.fail("expected digit after decimal point")
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if s.digits() == 0 {
+			return s.fail("expected digit in exponent")
+		}
+	}
+	return nil
+}
+
+func (s *scanner) literal(lit string) error {
+	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
+		return s.fail("invalid literal, expected " + lit)
+	}
+	s.i += len(lit)
+	return nil
+}
+
+// end checks that only whitespace follows the value.
+func (s *scanner) end() error {
+	s.ws()
+	if s.i != len(s.b) {
+		return s.fail("invalid character after top-level value")
+	}
+	return nil
+}
+
+// scanValid reports whether b is one valid JSON value.
+func scanValid(b []byte) error {
+	s := scanner{b: b}
+	s.ws()
+	if err := s.value(); err != nil {
+		return err
+	}
+	return s.end()
+}
+
+// keyString returns the key of a raw quoted key, unescaping only when
+// it has escapes (rare): plain keys cost no allocation when compared
+// with string(key) == name.
+func keyBytes(raw []byte) []byte {
+	inner := raw[1 : len(raw)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			var s string
+			if err := json.Unmarshal(raw, &s); err == nil {
+				return []byte(s)
+			}
+			break
+		}
+	}
+	return inner
+}
