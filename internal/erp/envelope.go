@@ -14,6 +14,9 @@ import (
 type Page struct {
 	Envelope string // array | data | results | datatables
 	Records  []json.RawMessage
+	// Parsed holds Records[i] split into fields when it is an object
+	// (Parsed[i].IsObject()), done in the same pass that validated it.
+	Parsed []Record
 
 	// Cursor paging (the invoice list).
 	HasNext    bool
@@ -60,11 +63,10 @@ func DecodePage(route string, body []byte) (*Page, error) {
 	if s.i >= len(body) {
 		return nil, &EnvelopeError{Route: route, Why: "empty body"}
 	}
-	collect := func(v []byte) { p.Records = append(p.Records, json.RawMessage(v)) }
 	malformed := func(err error) error { return fmt.Errorf("GET %s: malformed JSON: %w", route, err) }
 	switch body[s.i] {
 	case '[':
-		if err := s.array(collect); err != nil {
+		if err := s.records(p); err != nil {
 			return nil, malformed(err)
 		}
 		if err := s.end(); err != nil {
@@ -76,20 +78,7 @@ func DecodePage(route string, body []byte) (*Page, error) {
 	default:
 		return nil, &EnvelopeError{Route: route, Why: "answer is neither a JSON array nor an object: " + excerpt(body)}
 	}
-	top := map[string]json.RawMessage{}
-	listKey := ""
-	err := s.object(func(rawKey, val []byte) error {
-		key := string(keyBytes(rawKey))
-		top[key] = val
-		if (key == "data" || key == "results") && listKey == "" && len(val) > 0 && val[0] == '[' {
-			// Split the list during this same pass: the value was just
-			// validated, so a non-validating re-scan of it is enough.
-			listKey = key
-			ls := scanner{b: val}
-			return ls.array(collect)
-		}
-		return nil
-	})
+	top, listKey, err := s.envelope(p)
 	if err != nil {
 		return nil, malformed(err)
 	}

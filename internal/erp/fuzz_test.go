@@ -3,6 +3,7 @@ package erp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -63,6 +64,14 @@ func FuzzDecodePage(f *testing.F) {
 			// Records are the bytes received, not a re-encoding.
 			if !bytes.Contains(body, r) {
 				t.Fatalf("record %d %q is not part of the body", i, r)
+			}
+			// The fields split during the page pass are those a separate
+			// ParseRecord finds.
+			want, err := ParseRecord(r)
+			if got := p.Parsed[i]; got.IsObject() != (err == nil) {
+				t.Fatalf("record %d: parsed as object %v, ParseRecord error %v", i, got.IsObject(), err)
+			} else if err == nil && fmt.Sprint(got.Fields()) != fmt.Sprint(want.Fields()) {
+				t.Fatalf("record %d: page fields %q, ParseRecord fields %q", i, got.Fields(), want.Fields())
 			}
 		}
 		if p.HasNext && p.NextCursor == "" {

@@ -14,7 +14,12 @@ import (
 // as a float and splitting costs one small allocation.
 type Record struct {
 	fields []Field
+	object bool
 }
+
+// IsObject reports whether the record came from a JSON object (the zero
+// Record did not).
+func (r Record) IsObject() bool { return r.object }
 
 // Field is one top-level member of a record.
 type Field struct {
@@ -30,16 +35,9 @@ func ParseRecord(raw json.RawMessage) (Record, error) {
 	if s.i >= len(raw) || raw[s.i] != '{' {
 		return Record{}, fmt.Errorf("record is a JSON %s, not an object", Kind(raw))
 	}
-	r := Record{fields: make([]Field, 0, 12)}
+	r := Record{fields: make([]Field, 0, 12), object: true}
 	err := s.object(func(key, val []byte) error {
-		k := keyBytes(key)
-		for i := range r.fields {
-			if string(r.fields[i].Key) == string(k) {
-				r.fields[i].Value = val
-				return nil
-			}
-		}
-		r.fields = append(r.fields, Field{Key: k, Value: val})
+		r.fields = addField(r.fields, 0, keyBytes(key), val)
 		return nil
 	})
 	if err == nil {

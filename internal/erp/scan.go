@@ -124,7 +124,8 @@ func (s *scanner) object(member func(key, val []byte) error) error {
 }
 
 // array scans an array; elem, if not nil, is called with each element.
-func (s *scanner) array(elem func(val []byte)) error {
+// scanElem, if given, scans each element itself instead of value().
+func (s *scanner) array(elem func(val []byte), scanElem ...func() error) error {
 	if s.depth++; s.depth > maxDepth {
 		return errDepth
 	}
@@ -138,7 +139,14 @@ func (s *scanner) array(elem func(val []byte)) error {
 	for {
 		s.ws()
 		v0 := s.i
-		if err := s.value(); err != nil {
+		if len(scanElem) > 0 {
+			if s.i >= len(s.b) {
+				return s.fail("unexpected end of JSON input in array")
+			}
+			if err := scanElem[0](); err != nil {
+				return err
+			}
+		} else if err := s.value(); err != nil {
 			return err
 		}
 		if elem != nil {
@@ -288,4 +296,101 @@ func keyBytes(raw []byte) []byte {
 		}
 	}
 	return inner
+}
+
+// envelope scans a top-level object, splitting the first "data" or
+// "results" array into p's records as it goes, and returns the members
+// (raw) and which key held the list.
+func (s *scanner) envelope(p *Page) (map[string]json.RawMessage, string, error) {
+	top := map[string]json.RawMessage{}
+	listKey := ""
+	s.i++ // {
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return top, "", nil
+	}
+	for {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return nil, "", s.fail("expected a string key in object")
+		}
+		k0 := s.i
+		if _, err := s.str(); err != nil {
+			return nil, "", err
+		}
+		key := string(keyBytes(s.b[k0:s.i]))
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return nil, "", s.fail("expected ':' after object key")
+		}
+		s.i++
+		s.ws()
+		v0 := s.i
+		var err error
+		if (key == "data" || key == "results") && listKey == "" && s.i < len(s.b) && s.b[s.i] == '[' {
+			listKey = key
+			err = s.records(p)
+		} else {
+			err = s.value()
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		top[key] = s.b[v0:s.i]
+		s.ws()
+		if s.i >= len(s.b) {
+			return nil, "", s.fail("unexpected end of JSON input in object")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return top, listKey, nil
+		default:
+			return nil, "", s.fail("expected ',' or '}' in object")
+		}
+	}
+}
+
+// records scans an array of records into p: each element's bytes, and
+// each object element's fields, in one pass. The fields of all records
+// share one growing slice, so a page costs a handful of allocations.
+func (s *scanner) records(p *Page) error {
+	var arena []Field
+	return s.array(func(v []byte) {}, func() error {
+		v0 := s.i
+		if s.b[s.i] != '{' {
+			if err := s.value(); err != nil {
+				return err
+			}
+			p.Records = append(p.Records, s.b[v0:s.i])
+			p.Parsed = append(p.Parsed, Record{})
+			return nil
+		}
+		f0 := len(arena)
+		err := s.object(func(key, val []byte) error {
+			arena = addField(arena, f0, keyBytes(key), val)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		p.Records = append(p.Records, s.b[v0:s.i])
+		p.Parsed = append(p.Parsed, Record{fields: arena[f0:len(arena):len(arena)], object: true})
+		return nil
+	})
+}
+
+// addField appends a field to the record that starts at from, replacing
+// an earlier one of the same key (the last wins, as in encoding/json).
+func addField(fields []Field, from int, key, val []byte) []Field {
+	for i := from; i < len(fields); i++ {
+		if string(fields[i].Key) == string(key) {
+			fields[i].Value = val
+			return fields
+		}
+	}
+	return append(fields, Field{Key: key, Value: val})
 }

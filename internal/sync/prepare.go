@@ -23,12 +23,17 @@ type batch struct {
 
 // prepare checks and converts a page's records. It is pure CPU work, done
 // on the fetching side of the pipeline while the previous page is written.
-func (s *Stream) prepare(records []json.RawMessage) batch {
+// parsed, if not nil, holds the records already split by the page decoder.
+func (s *Stream) prepare(records []json.RawMessage, parsed []erp.Record) batch {
 	b := batch{received: len(records), rows: make([]db.Row, 0, len(records))}
 	index := make(map[string]int, len(records))
 	drift := map[[3]string]*db.Drift{}
-	for _, raw := range records {
-		row, rec, err := s.convert(raw)
+	for i, raw := range records {
+		var pre *erp.Record
+		if parsed != nil && parsed[i].IsObject() {
+			pre = &parsed[i]
+		}
+		row, rec, err := s.convert(raw, pre)
 		if err != nil {
 			id, _, _ := rec.Text("id") // a zero Record has no id
 			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
@@ -53,7 +58,7 @@ func (s *Stream) prepare(records []json.RawMessage) batch {
 	return b
 }
 
-func (s *Stream) convert(raw json.RawMessage) (db.Row, erp.Record, error) {
+func (s *Stream) convert(raw json.RawMessage, pre *erp.Record) (db.Row, erp.Record, error) {
 	// Postgres refuses \u0000 and invalid UTF-8 in jsonb: one such
 	// record must not fail its whole page.
 	if bytes.Contains(raw, []byte(`\u0000`)) {
@@ -62,9 +67,14 @@ func (s *Stream) convert(raw json.RawMessage) (db.Row, erp.Record, error) {
 	if !utf8.Valid(raw) {
 		return db.Row{}, erp.Record{}, fmt.Errorf("record is not valid UTF-8")
 	}
-	rec, err := erp.ParseRecord(raw)
-	if err != nil {
-		return db.Row{}, erp.Record{}, err
+	var rec erp.Record
+	if pre != nil {
+		rec = *pre
+	} else {
+		var err error
+		if rec, err = erp.ParseRecord(raw); err != nil {
+			return db.Row{}, erp.Record{}, err
+		}
 	}
 	id, ok, err := rec.Text("id")
 	if err != nil {

@@ -184,7 +184,7 @@ func (x *streamRun) fetch(ctx context.Context, cursor string) fetched {
 	if err != nil {
 		return fetched{cursor: cursor, err: err}
 	}
-	return fetched{page: page, batch: x.s.prepare(page.Records), cursor: cursor}
+	return fetched{page: page, batch: x.s.prepare(page.Records, page.Parsed), cursor: cursor}
 }
 
 // oneList fetches the whole list and writes it in one transaction: a
@@ -195,7 +195,7 @@ func (x *streamRun) oneList(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", x.s.Name, err)
 	}
-	b := x.s.prepare(records)
+	b := x.s.prepare(records, nil)
 	cp, err := db.StartSweep(ctx, x.conn, x.t.Source, x.s.Name, false)
 	if err != nil {
 		return err

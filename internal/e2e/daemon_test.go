@@ -1,0 +1,607 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shopspring/decimal"
+
+	"github.com/erpsync/erpsync/internal/config"
+	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/testdb"
+)
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// withAppName sets the application_name of a database URL, so the test
+// can tell each process's Postgres sessions apart.
+func withAppName(t *testing.T, dbURL, name string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// testPool is the test's own pool on the database.
+func testPool(t *testing.T, ctx context.Context, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	pcfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.ConnConfig.RuntimeParams["application_name"] = testAppName
+	pcfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// startDaemon starts `erpsync run`.
+func startDaemon(t *testing.T, ctx context.Context, bin string, env []string, n int) *process {
+	t.Helper()
+	p := &process{n: n, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, bin, "run")
+	p.cmd.Env = env
+	p.cmd.Stdout = &p.stdout
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting erpsync run: %v", err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s", p.output())
+		}
+	})
+	return p
+}
+
+// pollUntil polls cond every interval until it holds; the timeout is the
+// assertion. Any process in alive that exits meanwhile fails the test.
+func pollUntil(t *testing.T, ctx context.Context, timeout, interval time.Duration, what string, alive []*process, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		for _, p := range alive {
+			if p.exited() {
+				t.Fatalf("erpsync run #%d exited (%v) while waiting for %s", p.n, p.err, what)
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(interval)
+	}
+}
+
+type daemonRun struct {
+	id             int64
+	stream, status string
+	errText        string
+	started        time.Time
+	finished       *time.Time
+	pid            int
+	sweepID        *int64
+}
+
+func (r daemonRun) String() string {
+	fin := "-"
+	if r.finished != nil {
+		fin = r.finished.Format("15:04:05.000000")
+	}
+	return fmt.Sprintf("#%d %s %s [%s, %s) pid %d err %q", r.id, r.stream, r.status,
+		r.started.Format("15:04:05.000000"), fin, r.pid, r.errText)
+}
+
+func loadDaemonRuns(ctx context.Context, pool *pgxpool.Pool) ([]daemonRun, error) {
+	rows, err := pool.Query(ctx, `
+SELECT id, stream, status, coalesce(error, ''), started_at, finished_at, coalesce(pid, 0), sweep_id
+FROM erp.sync_runs WHERE source = 'default' ORDER BY started_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (daemonRun, error) {
+		var x daemonRun
+		err := r.Scan(&x.id, &x.stream, &x.status, &x.errText, &x.started, &x.finished, &x.pid, &x.sweepID)
+		return x, err
+	})
+}
+
+// succeededBy counts succeeded runs per stream of pid (0: any pid)
+// started after since (zero: any time).
+func succeededBy(runs []daemonRun, pid int, since time.Time) map[string]int {
+	out := map[string]int{}
+	for _, r := range runs {
+		if r.status == "succeeded" && (pid == 0 || r.pid == pid) && !r.started.Before(since) {
+			out[r.stream]++
+		}
+	}
+	return out
+}
+
+func everyStream(m map[string]int, atLeast int) bool {
+	for _, s := range config.CoreStreams {
+		if m[s] < atLeast {
+			return false
+		}
+	}
+	return true
+}
+
+// sessionsGone waits until no Postgres session of application name app
+// is left (a killed process's backends end when Postgres notices).
+func sessionsGone(t *testing.T, ctx context.Context, pool *pgxpool.Pool, app string) {
+	t.Helper()
+	pollUntil(t, ctx, 30*time.Second, 10*time.Millisecond, "the Postgres sessions of "+app+" to end", nil, func() (bool, error) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND application_name = $1`, app).Scan(&n)
+		return n == 0, err
+	})
+}
+
+func checkJSONLog(t *testing.T, p *process) {
+	t.Helper()
+	for i, line := range strings.Split(strings.TrimSpace(p.stderr.String()), "\n") {
+		if line != "" && !json.Valid([]byte(line)) {
+			t.Errorf("erpsync run #%d: stderr line %d is not JSON (ERPSYNC_LOG_FORMAT=json): %s", p.n, i+1, line)
+		}
+	}
+}
+
+// logMessages returns the msg of every JSON log line.
+func logMessages(p *process) []string {
+	var out []string
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var rec struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg != "" {
+			out = append(out, rec.Msg)
+		}
+	}
+	return out
+}
+
+func hasMessage(p *process, prefix string) bool {
+	return slices.ContainsFunc(logMessages(p), func(m string) bool { return strings.HasPrefix(m, prefix) })
+}
+
+func getStatus(c *http.Client, u string) int {
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestTwoReplicas runs two `erpsync run` processes on one warehouse, kills
+// one mid-sweep with SIGKILL and stops the other with SIGTERM. The stream
+// locks must make the replicas take turns: no two runs of one stream
+// overlap, the survivor closes the dead one's runs as abandoned only after
+// it died, resumes its sweep, and the warehouse ends exact.
+func TestTwoReplicas(t *testing.T) {
+	bin := erpsyncBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const invoices = 600
+
+	sim := erpsim.New(erpsim.Options{Invoices: invoices, PageSizeCap: pageSize, Latency: 20 * time.Millisecond})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	dbURL := testdb.New(t)
+	pool := testPool(t, ctx, dbURL)
+
+	apps := []string{"erpsync-replica-1", "erpsync-replica-2"}
+	procs := make([]*process, 2)
+	addrs := make([]string, 2)
+	started := time.Now()
+	for i := range procs {
+		addrs[i] = freeAddr(t)
+		env := []string{
+			"ERPSYNC_DATABASE_URL=" + withAppName(t, dbURL, apps[i]),
+			"ERPSYNC_ERP_BASE_URL=" + srv.URL,
+			"ERPSYNC_ERP_USERNAME=erpsync",
+			"ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
+			"ERPSYNC_ERP_PAGE_SIZE=" + strconv.Itoa(pageSize),
+			"ERPSYNC_SCHEDULE=@every 1s",
+			"ERPSYNC_HTTP_ADDR=" + addrs[i],
+			"ERPSYNC_LOG_FORMAT=json",
+		}
+		procs[i] = startDaemon(t, ctx, bin, env, i+1)
+	}
+	pidOf := map[int]int{procs[0].cmd.Process.Pid: 0, procs[1].cmd.Process.Pid: 1}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	pollUntil(t, ctx, 30*time.Second, 50*time.Millisecond, "both replicas' /readyz to answer 200", procs, func() (bool, error) {
+		return getStatus(hc, "http://"+addrs[0]+"/readyz") == 200 && getStatus(hc, "http://"+addrs[1]+"/readyz") == 200, nil
+	})
+
+	// Both replicas run for a while: ~6 s of 1-second ticks, until each has
+	// won the lock of some stream and every stream has succeeded twice.
+	pollUntil(t, ctx, 40*time.Second, 50*time.Millisecond, "6 s of runs, with succeeded runs by both replicas", procs, func() (bool, error) {
+		if time.Since(started) < 6*time.Second {
+			return false, nil
+		}
+		runs, err := loadDaemonRuns(ctx, pool)
+		if err != nil {
+			return false, err
+		}
+		return len(succeededBy(runs, procs[0].cmd.Process.Pid, time.Time{})) > 0 &&
+			len(succeededBy(runs, procs[1].cmd.Process.Pid, time.Time{})) > 0 &&
+			everyStream(succeededBy(runs, 0, time.Time{}), 2), nil
+	})
+
+	// Kill the replica that is in the middle of an invoice sweep (pages 2
+	// to 8 of 12 committed: several pages to go), so it leaves a run
+	// 'running' and a sweep half done.
+	var killedRunID int64
+	var killedPid int
+	pollUntil(t, ctx, 20*time.Second, 2*time.Millisecond, "an invoice sweep in progress", procs, func() (bool, error) {
+		err := pool.QueryRow(ctx, `
+SELECT r.id, r.pid FROM erp.sync_runs r JOIN erp.sync_checkpoints c ON c.source = r.source AND c.stream = r.stream
+WHERE r.source = 'default' AND r.stream = 'invoices' AND r.status = 'running'
+  AND c.sweep_id IS NOT NULL AND c.pages BETWEEN 2 AND 8`).Scan(&killedRunID, &killedPid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	k, ok := pidOf[killedPid]
+	if !ok {
+		t.Fatalf("the running invoices run %d has pid %d, which is neither replica's (%v)", killedRunID, killedPid, pidOf)
+	}
+	killed, survivor := procs[k], procs[1-k]
+	killAt := time.Now()
+	if err := killed.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	select {
+	case <-killed.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("replica #%d did not die after SIGKILL", killed.n)
+	}
+	var ee *exec.ExitError
+	if !errors.As(killed.err, &ee) || ee.Exited() {
+		t.Fatalf("replica #%d: want death by SIGKILL, got %v", killed.n, killed.err)
+	}
+	sessionsGone(t, ctx, pool, apps[k])
+	var killedStatus string
+	var sweepAtKill *int64
+	if err := pool.QueryRow(ctx, `SELECT status FROM erp.sync_runs WHERE id = $1`, killedRunID).Scan(&killedStatus); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT sweep_id FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices'`).Scan(&sweepAtKill); err != nil {
+		t.Fatal(err)
+	}
+	if killedStatus != "running" || sweepAtKill == nil {
+		t.Fatalf("after the kill, the killed run %d is %q and the checkpoint's sweep is %v; want running and a sweep in progress (the kill missed the sweep)",
+			killedRunID, killedStatus, deref(sweepAtKill))
+	}
+	t.Logf("killed replica #%d (pid %d) %s after start, in invoices run %d of sweep %d",
+		killed.n, killedPid, killAt.Sub(started).Round(time.Millisecond), killedRunID, *sweepAtKill)
+
+	// The survivor takes over: it closes the dead replica's runs and keeps
+	// every stream succeeding for ~5 s.
+	survivorPid := survivor.cmd.Process.Pid
+	pollUntil(t, ctx, 40*time.Second, 50*time.Millisecond, "the survivor to take over every stream for 5 s", []*process{survivor}, func() (bool, error) {
+		if time.Since(killAt) < 5*time.Second {
+			return false, nil
+		}
+		runs, err := loadDaemonRuns(ctx, pool)
+		if err != nil {
+			return false, err
+		}
+		for _, r := range runs {
+			if r.id == killedRunID && r.status == "running" {
+				return false, nil
+			}
+		}
+		return everyStream(succeededBy(runs, survivorPid, killAt), 2), nil
+	})
+	if code := getStatus(hc, "http://"+addrs[1-k]+"/readyz"); code != 200 {
+		t.Errorf("the survivor's /readyz = %d, want 200", code)
+	}
+
+	termAt := time.Now()
+	if err := survivor.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-survivor.done:
+	case <-time.After(25 * time.Second): // default grace 20s
+		t.Fatalf("the survivor did not exit within 25 s of SIGTERM")
+	}
+	t.Logf("the survivor exited %s after SIGTERM", time.Since(termAt).Round(time.Millisecond))
+	if survivor.err != nil {
+		t.Errorf("the survivor exited with %v after SIGTERM, want exit code 0", survivor.err)
+	}
+	for _, want := range []string{"shutting down", "erpsync stopped"} {
+		if !hasMessage(survivor, want) {
+			t.Errorf("the survivor logged no %q line", want)
+		}
+	}
+	if !hasMessage(survivor, "closed runs left running by a process that died") {
+		t.Errorf("the survivor did not log that it closed the dead replica's runs")
+	}
+	checkJSONLog(t, survivor)
+
+	// The bookkeeping.
+	runs, err := loadDaemonRuns(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := map[int]bool{}
+	for _, r := range runs {
+		pids[r.pid] = true
+	}
+	before := map[int]map[string]int{}
+	for _, p := range procs {
+		before[p.cmd.Process.Pid] = map[string]int{}
+	}
+	for _, r := range runs {
+		if _, ours := before[r.pid]; !ours {
+			t.Errorf("run %v has a pid of neither replica", r)
+			continue
+		}
+		if r.started.Before(killAt) && r.status == "succeeded" {
+			before[r.pid][r.stream]++
+		}
+	}
+	for _, p := range procs {
+		m := before[p.cmd.Process.Pid]
+		t.Logf("replica #%d (pid %d) succeeded runs before the kill: %v", p.n, p.cmd.Process.Pid, m)
+		if len(m) == 0 {
+			t.Errorf("replica #%d ran nothing before the kill: the replicas must take turns, not one idle", p.n)
+		}
+	}
+
+	byStream := map[string][]daemonRun{}
+	abandoned := 0
+	for _, r := range runs {
+		byStream[r.stream] = append(byStream[r.stream], r)
+		if r.status == "running" || r.finished == nil {
+			t.Errorf("run %v is still open after both replicas stopped", r)
+			continue
+		}
+		if r.finished.Before(r.started) {
+			t.Errorf("run %v finished before it started", r)
+		}
+		// After the kill only the survivor runs anything.
+		if !r.started.Before(killAt) && r.pid != survivorPid {
+			t.Errorf("run %v started after the kill by the killed replica", r)
+		}
+		isAbandoned := r.status == "failed" && strings.Contains(r.errText, "abandoned")
+		switch {
+		case isAbandoned:
+			abandoned++
+			// Closed by the survivor, after the death, never before: a
+			// replica must not close another's live run.
+			if r.pid != killedPid || !r.started.Before(killAt) || r.finished.Before(killAt) {
+				t.Errorf("abandoned run %v: want a run of the killed pid %d, started before and closed after the kill at %s",
+					r, killedPid, killAt.Format("15:04:05.000000"))
+			}
+		case r.status == "failed":
+			t.Errorf("failed run %v: nothing should fail", r)
+		case r.status == "cancelled":
+			// Only SIGTERM cancels, and only the survivor got it.
+			if r.pid != survivorPid {
+				t.Errorf("cancelled run %v of the killed replica", r)
+			}
+		}
+	}
+	if abandoned == 0 {
+		t.Errorf("no run was closed as abandoned; the killed replica's invoices run %d was running", killedRunID)
+	}
+	for _, r := range runs {
+		if r.id == killedRunID && !(r.status == "failed" && strings.Contains(r.errText, "abandoned")) {
+			t.Errorf("the killed replica's invoices run: %v; want failed, abandoned", r)
+		}
+	}
+	// No two runs of one stream overlap. A run's interval [started_at,
+	// finished_at) lies inside its holding of the stream's advisory lock
+	// (the row is inserted after the lock is taken and finished before it
+	// is released; an abandoned run is closed by the next lock holder
+	// before it inserts its own run), so with runs sorted by start each one
+	// must finish before the next starts.
+	for s, rs := range byStream {
+		for i := 1; i < len(rs); i++ {
+			prev, next := rs[i-1], rs[i]
+			if prev.finished == nil || prev.finished.After(next.started) {
+				t.Errorf("stream %s: runs overlap: %v and %v", s, prev, next)
+			}
+			// The run after an abandoned one starts only once the dead
+			// replica is dead: the lock died with its session.
+			if prev.status == "failed" && strings.Contains(prev.errText, "abandoned") {
+				if next.pid != survivorPid || next.started.Before(killAt) {
+					t.Errorf("stream %s: run %v follows abandoned run %v; want the survivor's, started after the kill at %s",
+						s, next, prev, killAt.Format("15:04:05.000000"))
+				}
+			}
+		}
+	}
+	// The survivor resumed the dead replica's sweep instead of restarting.
+	for _, r := range byStream["invoices"] {
+		if r.pid == survivorPid && !r.started.Before(killAt) {
+			if r.sweepID == nil || *r.sweepID != *sweepAtKill {
+				t.Errorf("the survivor's first invoices run after the kill %v has sweep %v; want the dead replica's sweep %d resumed",
+					r, deref(r.sweepID), *sweepAtKill)
+			}
+			break
+		}
+	}
+	if t.Failed() {
+		for _, r := range runs {
+			t.Logf("run %v", r)
+		}
+	}
+
+	// The warehouse is exact.
+	var count, distinct, live int64
+	var sum string
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE deleted_at IS NULL), coalesce(sum(total_bc), 0)::text
+FROM erp.invoices WHERE source = 'default'`).Scan(&count, &distinct, &live, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if count != invoices || distinct != invoices || live != invoices {
+		t.Errorf("erp.invoices: %d rows, %d distinct, %d not deleted; want %d each", count, distinct, live, invoices)
+	}
+	if got, err := decimal.NewFromString(sum); err != nil || !got.Equal(sim.InvoiceTotal()) {
+		t.Errorf("sum(total_bc) = %s, want exactly %s", sum, sim.InvoiceTotal())
+	}
+	var lastRows *int64
+	if err := pool.QueryRow(ctx, `SELECT last_sweep_rows FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices'`).Scan(&lastRows); err != nil {
+		t.Fatal(err)
+	}
+	if lastRows == nil || *lastRows != invoices {
+		t.Errorf("last completed invoice sweep has %v rows, want %d", deref(lastRows), invoices)
+	}
+	// The killed replica could not revoke its token; the survivor did.
+	if got := sim.Revocations(); got != 1 {
+		t.Errorf("the ERP saw %d revocations, want 1 (the survivor's)", got)
+	}
+}
+
+// TestSIGTERMMidPage sends SIGTERM to `erpsync run` during a slow invoice
+// sweep: the page being written commits, the run is cancelled, the token
+// revoked, and the process exits 0 within the grace period.
+func TestSIGTERMMidPage(t *testing.T) {
+	bin := erpsyncBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const (
+		invoices = 1000
+		grace    = 5 * time.Second
+	)
+	sim := erpsim.New(erpsim.Options{Invoices: invoices, PageSizeCap: pageSize, Latency: 300 * time.Millisecond})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	dbURL := testdb.New(t)
+	pool := testPool(t, ctx, dbURL)
+	addr := freeAddr(t)
+	p := startDaemon(t, ctx, bin, []string{
+		"ERPSYNC_DATABASE_URL=" + dbURL,
+		"ERPSYNC_ERP_BASE_URL=" + srv.URL,
+		"ERPSYNC_ERP_USERNAME=erpsync",
+		"ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
+		"ERPSYNC_ERP_PAGE_SIZE=" + strconv.Itoa(pageSize),
+		"ERPSYNC_STREAMS=invoices",
+		"ERPSYNC_SCHEDULE=@every 1s",
+		"ERPSYNC_SHUTDOWN_GRACE=" + grace.String(),
+		"ERPSYNC_HTTP_ADDR=" + addr,
+		"ERPSYNC_LOG_FORMAT=json",
+	}, 1)
+
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	pollUntil(t, ctx, 40*time.Second, 20*time.Millisecond, "the checkpoint to reach 2 pages", []*process{p}, func() (bool, error) {
+		var pages int64
+		err := pool.QueryRow(ctx, `SELECT pages FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices' AND sweep_id IS NOT NULL`).Scan(&pages)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		return pages >= 2, err
+	})
+	if code := getStatus(hc, "http://"+addr+"/readyz"); code != 200 {
+		t.Errorf("/readyz = %d during the sweep, want 200", code)
+	}
+	termAt := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(grace + 5*time.Second):
+		t.Fatalf("erpsync run did not exit within %s of SIGTERM", grace+5*time.Second)
+	}
+	took := time.Since(termAt)
+	t.Logf("exited %s after SIGTERM", took.Round(time.Millisecond))
+	if p.err != nil {
+		t.Errorf("erpsync run exited with %v after SIGTERM, want exit code 0", p.err)
+	}
+	if took > grace+2*time.Second {
+		t.Errorf("erpsync run took %s to exit; the grace period is %s", took, grace)
+	}
+
+	rs, err := loadDaemonRuns(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].stream != "invoices" || rs[0].status != "cancelled" || rs[0].finished == nil {
+		t.Errorf("runs %v; want one invoices run, cancelled and finished", rs)
+	}
+	var n, cpPages, cpRows int64
+	var sweep *int64
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM erp.invoices WHERE source = 'default'), pages, rows, sweep_id
+FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices'`).Scan(&n, &cpPages, &cpRows, &sweep); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("committed %d pages, %d invoices before the shutdown", cpPages, n)
+	if n != cpRows || n%pageSize != 0 || n != cpPages*pageSize || n < 2*pageSize || n >= invoices || sweep == nil {
+		t.Errorf("erp.invoices has %d rows; checkpoint: sweep %v, %d pages, %d rows; want whole pages of %d equal to the checkpoint, sweep unfinished",
+			n, deref(sweep), cpPages, cpRows, pageSize)
+	}
+	if got := sim.Revocations(); got != 1 {
+		t.Errorf("the ERP saw %d revocations, want 1", got)
+	}
+	revoked := slices.ContainsFunc(sim.Requests(), func(r erpsim.Request) bool {
+		return r.Method == http.MethodPost && r.Path == "/api/auth/revoke/" && r.Status == http.StatusOK
+	})
+	if !revoked {
+		t.Errorf("the ERP recorded no POST /api/auth/revoke/")
+	}
+	if !hasMessage(p, "shutting down") || !hasMessage(p, "erpsync stopped") {
+		t.Errorf("erpsync run did not log its shutdown (\"shutting down\" ... \"erpsync stopped\")")
+	}
+	if hasMessage(p, "grace period over") {
+		t.Errorf("the page in flight did not commit within the grace period: the run was aborted")
+	}
+	checkJSONLog(t, p)
+}
