@@ -106,19 +106,22 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 	d.Metrics.SetReady(true)
 	d.Log.Info("erpsync running", "addr", ln.Addr().String(), "streams", len(jobs))
 
+	// A failing HTTP server is a failure of the daemon, but it still goes
+	// through the whole shutdown: runs stop, tokens are revoked.
+	var srvErr error
 	select {
 	case <-ctx.Done():
 	case err := <-srvDone:
-		return fmt.Errorf("http server: %w", err)
+		srvErr = fmt.Errorf("http server: %w", err)
+		d.Log.Error("http server failed; shutting down", "err", err)
 	}
 
 	grace := d.Cfg.ShutdownGrace
 	d.Log.Info("shutting down: no new runs; letting pages in flight commit", "grace", grace)
-	d.mu.Lock()
-	d.stopping.Store(true)
-	d.mu.Unlock()
-	d.Metrics.SetReady(false)
-	<-c.Stop().Done() // no tick starts from now on; running jobs go on
+	d.setStopping()
+	// Stop's context ends only when the jobs cron started have returned,
+	// so it is waited for after the runs were told to stop, not before.
+	cronStopped := c.Stop()
 	close(d.stop)
 
 	drained := make(chan struct{})
@@ -134,6 +137,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 			d.Log.Error("runs did not stop after abort")
 		}
 	}
+	<-cronStopped.Done()
 
 	revokeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -143,7 +147,15 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	d.Log.Info("erpsync stopped")
-	return nil
+	return srvErr
+}
+
+// setStopping marks shutdown: no run begins and /readyz says no.
+func (d *Daemon) setStopping() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopping.Store(true)
+	d.Metrics.SetReady(false)
 }
 
 // connect opens the pool, retrying while the database is unreachable (a

@@ -15,16 +15,24 @@ func (d *Daemon) routes() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := d.ready(r.Context()); err != nil {
-			d.Metrics.SetReady(false)
+		err := d.ready(r.Context())
+		d.publishReady(err == nil)
+		if err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		d.Metrics.SetReady(true)
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", d.Metrics.Handler())
 	return mux
+}
+
+// publishReady sets the erpsync_ready gauge from a finished check,
+// unless shutdown began meanwhile (a slow check must not undo it).
+func (d *Daemon) publishReady(ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Metrics.SetReady(ok && !d.stopping.Load())
 }
 
 func (d *Daemon) ready(ctx context.Context) error {

@@ -231,7 +231,7 @@ func getStatus(c *http.Client, u string) int {
 // it died, resumes its sweep, and the warehouse ends exact.
 func TestTwoReplicas(t *testing.T) {
 	bin := erpsyncBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const invoices = 600
 
@@ -283,13 +283,13 @@ func TestTwoReplicas(t *testing.T) {
 	// Kill the replica that is in the middle of an invoice sweep (pages 2
 	// to 8 of 12 committed: several pages to go), so it leaves a run
 	// 'running' and a sweep half done.
-	var killedRunID int64
+	var killedRunID, sweepAtKill int64
 	var killedPid int
 	pollUntil(t, ctx, 20*time.Second, 2*time.Millisecond, "an invoice sweep in progress", procs, func() (bool, error) {
 		err := pool.QueryRow(ctx, `
-SELECT r.id, r.pid FROM erp.sync_runs r JOIN erp.sync_checkpoints c ON c.source = r.source AND c.stream = r.stream
+SELECT r.id, r.pid, c.sweep_id FROM erp.sync_runs r JOIN erp.sync_checkpoints c ON c.source = r.source AND c.stream = r.stream
 WHERE r.source = 'default' AND r.stream = 'invoices' AND r.status = 'running'
-  AND c.sweep_id IS NOT NULL AND c.pages BETWEEN 2 AND 8`).Scan(&killedRunID, &killedPid)
+  AND c.sweep_id IS NOT NULL AND c.pages BETWEEN 2 AND 8`).Scan(&killedRunID, &killedPid, &sweepAtKill)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, nil
 		}
@@ -314,20 +314,18 @@ WHERE r.source = 'default' AND r.stream = 'invoices' AND r.status = 'running'
 		t.Fatalf("replica #%d: want death by SIGKILL, got %v", killed.n, killed.err)
 	}
 	sessionsGone(t, ctx, pool, apps[k])
-	var killedStatus string
-	var sweepAtKill *int64
-	if err := pool.QueryRow(ctx, `SELECT status FROM erp.sync_runs WHERE id = $1`, killedRunID).Scan(&killedStatus); err != nil {
+	// The dead replica's run stays 'running' until the survivor, holding
+	// the lock, closes it (which may have happened already).
+	var killedStatus, killedErr string
+	if err := pool.QueryRow(ctx, `SELECT status, coalesce(error, '') FROM erp.sync_runs WHERE id = $1`, killedRunID).Scan(&killedStatus, &killedErr); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.QueryRow(ctx, `SELECT sweep_id FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices'`).Scan(&sweepAtKill); err != nil {
-		t.Fatal(err)
-	}
-	if killedStatus != "running" || sweepAtKill == nil {
-		t.Fatalf("after the kill, the killed run %d is %q and the checkpoint's sweep is %v; want running and a sweep in progress (the kill missed the sweep)",
-			killedRunID, killedStatus, deref(sweepAtKill))
+	if killedStatus != "running" && !(killedStatus == "failed" && strings.Contains(killedErr, "abandoned")) {
+		t.Fatalf("after the kill, the killed invoices run %d is %q (%q); want running or abandoned (the kill missed the sweep)",
+			killedRunID, killedStatus, killedErr)
 	}
 	t.Logf("killed replica #%d (pid %d) %s after start, in invoices run %d of sweep %d",
-		killed.n, killedPid, killAt.Sub(started).Round(time.Millisecond), killedRunID, *sweepAtKill)
+		killed.n, killedPid, killAt.Sub(started).Round(time.Millisecond), killedRunID, sweepAtKill)
 
 	// The survivor takes over: it closes the dead replica's runs and keeps
 	// every stream succeeding for ~5 s.
@@ -471,9 +469,9 @@ WHERE r.source = 'default' AND r.stream = 'invoices' AND r.status = 'running'
 	// The survivor resumed the dead replica's sweep instead of restarting.
 	for _, r := range byStream["invoices"] {
 		if r.pid == survivorPid && !r.started.Before(killAt) {
-			if r.sweepID == nil || *r.sweepID != *sweepAtKill {
+			if r.sweepID == nil || *r.sweepID != sweepAtKill {
 				t.Errorf("the survivor's first invoices run after the kill %v has sweep %v; want the dead replica's sweep %d resumed",
-					r, deref(r.sweepID), *sweepAtKill)
+					r, deref(r.sweepID), sweepAtKill)
 			}
 			break
 		}

@@ -225,10 +225,12 @@ func (c *Client) Get(ctx context.Context, path string, q url.Values) ([]byte, er
 	u := *c.base
 	u.Path += path
 	u.RawQuery = q.Encode()
-	return c.getURL(ctx, route, u.String())
+	return c.getURL(ctx, route, u.String(), nil)
 }
 
-func (c *Client) getURL(ctx context.Context, route, target string) ([]byte, error) {
+// getURL GETs target; with into, the body is read into that buffer
+// (reused across pages) instead of a new one.
+func (c *Client) getURL(ctx context.Context, route, target string, into *bytes.Buffer) ([]byte, error) {
 	renewed := false
 	attempts, waits := 0, 0
 	for {
@@ -236,7 +238,7 @@ func (c *Client) getURL(ctx context.Context, route, target string) ([]byte, erro
 		if err != nil {
 			return nil, err
 		}
-		status, header, body, err := c.exchange(ctx, route, http.MethodGet, target, auth, nil)
+		status, header, body, err := c.exchange(ctx, route, http.MethodGet, target, auth, nil, into)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -297,7 +299,7 @@ func (c *Client) getURL(ctx context.Context, route, target string) ([]byte, erro
 
 // exchange sends one request and reads the whole answer. An error means
 // no complete answer arrived (connection reset, timeout, cut body).
-func (c *Client) exchange(ctx context.Context, route, method, target, auth string, body []byte) (int, http.Header, []byte, error) {
+func (c *Client) exchange(ctx context.Context, route, method, target, auth string, body []byte, into *bytes.Buffer) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
 	defer cancel()
 	var rd io.Reader
@@ -323,13 +325,25 @@ func (c *Client) exchange(ctx context.Context, route, method, target, auth strin
 		return 0, nil, nil, stripURL(err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	if into == nil {
+		into = new(bytes.Buffer)
+	}
+	into.Reset()
+	if resp.ContentLength > 0 && resp.ContentLength < maxPreallocate {
+		into.Grow(int(resp.ContentLength) + bytes.MinRead)
+	}
+	_, err = into.ReadFrom(resp.Body)
+	data := into.Bytes()
 	c.obs.Request(route, resp.StatusCode, time.Since(start))
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("reading %d answer: %w", resp.StatusCode, stripURL(err))
 	}
 	return resp.StatusCode, resp.Header, data, nil
 }
+
+// maxPreallocate bounds how much a Content-Length may make us allocate
+// before any byte arrived.
+const maxPreallocate = 64 << 20
 
 // stripURL drops the request URL that net/http puts in its errors: it is
 // long, and the route is already in the message around it.
@@ -402,7 +416,7 @@ func (c *Client) loginLocked(ctx context.Context) (string, error) {
 	u.Path += route
 	attempts, waits := 0, 0
 	for {
-		status, header, body, err := c.exchange(ctx, route, http.MethodPost, u.String(), "", creds)
+		status, header, body, err := c.exchange(ctx, route, http.MethodPost, u.String(), "", creds, nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", ctx.Err()
@@ -497,7 +511,7 @@ func (c *Client) Close(ctx context.Context) error {
 	const route = "/api/auth/revoke/"
 	u := *c.base
 	u.Path += route
-	status, _, body, err := c.exchange(ctx, route, http.MethodPost, u.String(), "Bearer "+tok, []byte("{}"))
+	status, _, body, err := c.exchange(ctx, route, http.MethodPost, u.String(), "Bearer "+tok, []byte("{}"), nil)
 	if err != nil {
 		return fmt.Errorf("revoke token: %w", err)
 	}

@@ -1,6 +1,7 @@
 package erp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Page is one decoded list answer. Records keep the exact bytes received.
@@ -27,7 +29,35 @@ type Page struct {
 
 	// DataTables: total number of records, -1 when not given.
 	RecordsTotal int64
+
+	body   *bytes.Buffer // holds the bytes Records point into; see Release
+	fields []fieldPos     // the fields of all Parsed records
 }
+
+// pagePool recycles pages, body and slices: without it a sweep allocates
+// (and the garbage collector sweeps) its whole volume of JSON twice over.
+var pagePool = sync.Pool{New: func() any { return &Page{body: new(bytes.Buffer)} }}
+
+func getPage() *Page {
+	p := pagePool.Get().(*Page)
+	*p = Page{RecordsTotal: -1, body: p.body, Records: p.Records[:0], Parsed: p.Parsed[:0], fields: p.fields[:0]}
+	return p
+}
+
+// Release hands the page's memory back for the next page. The page, its
+// Records and Parsed (and anything pointing into them) must not be used
+// afterwards.
+func (p *Page) Release() {
+	if p.body == nil || p.body.Cap() > maxPooledPage {
+		return
+	}
+	clear(p.Records) // drop the references into the body
+	clear(p.Parsed)
+	pagePool.Put(p)
+}
+
+// maxPooledPage keeps one huge answer from pinning memory in the pool.
+const maxPooledPage = 16 << 20
 
 // EnvelopeError is a list answer of a shape the client does not know.
 type EnvelopeError struct {
@@ -43,13 +73,22 @@ func (e *EnvelopeError) Error() string {
 	return fmt.Sprintf("GET %s: %s", e.Route, e.Why)
 }
 
-// List fetches one page of a list route and decodes its envelope.
+// List fetches one page of a list route and decodes its envelope. Call
+// Release when done with the page to recycle its memory.
 func (c *Client) List(ctx context.Context, path string, q url.Values) (*Page, error) {
-	body, err := c.Get(ctx, path, q)
+	u := *c.base
+	u.Path += path
+	u.RawQuery = q.Encode()
+	p := getPage()
+	body, err := c.getURL(ctx, RouteLabel(path), u.String(), p.body)
+	if err == nil {
+		err = decodePage(RouteLabel(path), body, p)
+	}
 	if err != nil {
+		p.Release()
 		return nil, err
 	}
-	return DecodePage(RouteLabel(path), body)
+	return p, nil
 }
 
 // DecodePage accepts the four list envelopes of SPEC section 1: a bare
@@ -58,32 +97,42 @@ func (c *Client) List(ctx context.Context, path string, q url.Values) (*Page, er
 // sub-slices of body, never re-encoded and never parsed into floats.
 func DecodePage(route string, body []byte) (*Page, error) {
 	p := &Page{RecordsTotal: -1}
+	if err := decodePage(route, body, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func decodePage(route string, body []byte, p *Page) error {
+	if len(body) > maxBody {
+		return fmt.Errorf("GET %s: %w", route, errTooLarge)
+	}
 	s := scanner{b: body}
 	s.ws()
 	if s.i >= len(body) {
-		return nil, &EnvelopeError{Route: route, Why: "empty body"}
+		return &EnvelopeError{Route: route, Why: "empty body"}
 	}
 	malformed := func(err error) error { return fmt.Errorf("GET %s: malformed JSON: %w", route, err) }
 	switch body[s.i] {
 	case '[':
 		if err := s.records(p); err != nil {
-			return nil, malformed(err)
+			return malformed(err)
 		}
 		if err := s.end(); err != nil {
-			return nil, malformed(err)
+			return malformed(err)
 		}
 		p.Envelope = "array"
-		return p, nil
+		return nil
 	case '{':
 	default:
-		return nil, &EnvelopeError{Route: route, Why: "answer is neither a JSON array nor an object: " + excerpt(body)}
+		return &EnvelopeError{Route: route, Why: "answer is neither a JSON array nor an object: " + excerpt(body)}
 	}
 	top, listKey, err := s.envelope(p)
 	if err != nil {
-		return nil, malformed(err)
+		return malformed(err)
 	}
 	if err := s.end(); err != nil {
-		return nil, malformed(err)
+		return malformed(err)
 	}
 	keys := make([]string, 0, len(top))
 	for k := range top {
@@ -93,10 +142,10 @@ func DecodePage(route string, body []byte) (*Page, error) {
 
 	if ok, present := top["ok"]; present && string(ok) == "false" {
 		msg := firstText(top, "error", "message", "detail", "errors")
-		return nil, &EnvelopeError{Route: route, Keys: keys, Why: "the ERP answered ok=false: " + msg}
+		return &EnvelopeError{Route: route, Keys: keys, Why: "the ERP answered ok=false: " + msg}
 	}
 	if listKey == "" {
-		return nil, &EnvelopeError{Route: route, Keys: keys, Why: "unknown list envelope: no data or results array"}
+		return &EnvelopeError{Route: route, Keys: keys, Why: "unknown list envelope: no data or results array"}
 	}
 	switch {
 	case listKey == "results":
@@ -109,7 +158,7 @@ func DecodePage(route string, body []byte) (*Page, error) {
 		if n, ok := scalarText(top["recordsTotal"]); ok {
 			total, err := strconv.ParseInt(n, 10, 64)
 			if err != nil {
-				return nil, &EnvelopeError{Route: route, Keys: keys, Why: "recordsTotal is not an integer: " + n}
+				return &EnvelopeError{Route: route, Keys: keys, Why: "recordsTotal is not an integer: " + n}
 			}
 			p.RecordsTotal = total
 		}
@@ -119,7 +168,7 @@ func DecodePage(route string, body []byte) (*Page, error) {
 	if raw, ok := top["pagination"]; ok && Kind(raw) == "object" {
 		pg, err := ParseRecord(raw)
 		if err != nil {
-			return nil, fmt.Errorf("GET %s: pagination: %w", route, err)
+			return fmt.Errorf("GET %s: pagination: %w", route, err)
 		}
 		hasNext, _ := pg.Get("has_next")
 		switch string(hasNext) {
@@ -127,15 +176,15 @@ func DecodePage(route string, body []byte) (*Page, error) {
 			p.HasNext = true
 		case "false", "null", "":
 		default:
-			return nil, &EnvelopeError{Route: route, Keys: keys, Why: "pagination.has_next is not a boolean: " + string(hasNext)}
+			return &EnvelopeError{Route: route, Keys: keys, Why: "pagination.has_next is not a boolean: " + string(hasNext)}
 		}
 		cursor, _ := pg.Get("next_cursor")
 		p.NextCursor, _ = scalarText(cursor)
 		if p.HasNext && p.NextCursor == "" {
-			return nil, &EnvelopeError{Route: route, Keys: keys, Why: "pagination.has_next is true but next_cursor is empty"}
+			return &EnvelopeError{Route: route, Keys: keys, Why: "pagination.has_next is true but next_cursor is empty"}
 		}
 	}
-	return p, nil
+	return nil
 }
 
 func isArray(raw json.RawMessage) bool { return Kind(raw) == "array" }
@@ -188,7 +237,7 @@ func (c *Client) ListAll(ctx context.Context, path string, q url.Values, pg Pagi
 			if err != nil {
 				return nil, fmt.Errorf("GET %s page %d: %w", route, n, err)
 			}
-			body, err := c.getURL(ctx, route, next)
+			body, err := c.getURL(ctx, route, next, nil)
 			if err != nil {
 				return nil, fmt.Errorf("GET %s page %d: %w", route, n, err)
 			}

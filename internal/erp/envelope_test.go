@@ -356,7 +356,7 @@ func TestParseRecord(t *testing.T) {
 	r, err := ParseRecord(json.RawMessage(` {"a":1,"b":"x"}`))
 	a, _ := r.Get("a")
 	b, _ := r.Get("b")
-	if err != nil || len(r.Fields()) != 2 || string(a) != "1" || string(b) != `"x"` {
+	if err != nil || r.Len() != 2 || string(a) != "1" || string(b) != `"x"` {
 		t.Fatalf("ParseRecord = %v, %v", r, err)
 	}
 	for _, raw := range []string{`[1]`, `1`, `"s"`, `null`, `true`, ``} {

@@ -9,58 +9,81 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// Record is one JSON object split into its top-level fields; values
-// stay raw bytes (sub-slices of the input), so no number is ever parsed
-// as a float and splitting costs one small allocation.
+// Record is one JSON object split into its top-level fields. Values stay
+// raw bytes of the input, so no number is ever parsed as a float. Fields
+// are kept as offsets, not slices: a page's worth of them is one
+// pointer-free array the garbage collector never has to scan.
 type Record struct {
-	fields []Field
+	src    []byte
+	fields []fieldPos
 	object bool
+}
+
+// fieldPos locates a member in src: the key between its quotes and the
+// value.
+type fieldPos struct {
+	k0, k1, v0, v1 int32
+	escaped        bool // the key holds escapes (rare): compare unescaped
 }
 
 // IsObject reports whether the record came from a JSON object (the zero
 // Record did not).
 func (r Record) IsObject() bool { return r.object }
 
-// Field is one top-level member of a record.
-type Field struct {
-	Key   []byte // unescaped; compare with string(f.Key) == name
-	Value json.RawMessage
+// Len is the number of fields.
+func (r Record) Len() int { return len(r.fields) }
+
+// Field returns the i-th field in the order received. The key is not a
+// copy (unless it had escapes): look it up with string(key), which does
+// not allocate.
+func (r Record) Field(i int) (key []byte, value json.RawMessage) {
+	f := r.fields[i]
+	return r.key(f), r.src[f.v0:f.v1:f.v1]
+}
+
+func (r Record) key(f fieldPos) []byte {
+	if f.escaped {
+		return unescapeKey(r.src[f.k0-1 : f.k1+1])
+	}
+	return r.src[f.k0:f.k1:f.k1]
+}
+
+// Get returns a field's raw value.
+func (r Record) Get(name string) (json.RawMessage, bool) {
+	for _, f := range r.fields {
+		if f.escaped {
+			if string(r.key(f)) == name {
+				return r.src[f.v0:f.v1:f.v1], true
+			}
+		} else if string(r.src[f.k0:f.k1]) == name {
+			return r.src[f.v0:f.v1:f.v1], true
+		}
+	}
+	return nil, false
 }
 
 // ParseRecord splits a JSON object into its fields, validating it. A key
 // given twice keeps its last value, as encoding/json does.
 func ParseRecord(raw json.RawMessage) (Record, error) {
+	if len(raw) > maxBody {
+		return Record{}, errTooLarge
+	}
 	s := scanner{b: raw}
 	s.ws()
 	if s.i >= len(raw) || raw[s.i] != '{' {
 		return Record{}, fmt.Errorf("record is a JSON %s, not an object", Kind(raw))
 	}
-	r := Record{fields: make([]Field, 0, 12), object: true}
-	err := s.object(func(key, val []byte) error {
-		r.fields = addField(r.fields, 0, keyBytes(key), val)
-		return nil
-	})
+	r := Record{src: raw, object: true}
+	fields, err := s.fields(make([]fieldPos, 0, 12))
 	if err == nil {
 		err = s.end()
 	}
 	if err != nil {
 		return Record{}, fmt.Errorf("record: %w", err)
 	}
+	r.fields = fields
 	return r, nil
 }
-
-// Get returns a field's raw value.
-func (r Record) Get(name string) (json.RawMessage, bool) {
-	for i := range r.fields {
-		if string(r.fields[i].Key) == name {
-			return r.fields[i].Value, true
-		}
-	}
-	return nil, false
-}
-
-// Fields returns the record's fields in the order received.
-func (r Record) Fields() []Field { return r.fields }
 
 // Text returns a string or number field as text. ok is false when the
 // field is absent or null.

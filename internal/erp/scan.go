@@ -2,6 +2,7 @@ package erp
 
 import (
 	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 )
@@ -281,22 +282,6 @@ func scanValid(b []byte) error {
 	return s.end()
 }
 
-// keyString returns the key of a raw quoted key, unescaping only when
-// it has escapes (rare): plain keys cost no allocation when compared
-// with string(key) == name.
-func keyBytes(raw []byte) []byte {
-	inner := raw[1 : len(raw)-1]
-	for _, c := range inner {
-		if c == '\\' {
-			var s string
-			if err := json.Unmarshal(raw, &s); err == nil {
-				return []byte(s)
-			}
-			break
-		}
-	}
-	return inner
-}
 
 // envelope scans a top-level object, splitting the first "data" or
 // "results" array into p's records as it goes, and returns the members
@@ -319,7 +304,7 @@ func (s *scanner) envelope(p *Page) (map[string]json.RawMessage, string, error) 
 		if _, err := s.str(); err != nil {
 			return nil, "", err
 		}
-		key := string(keyBytes(s.b[k0:s.i]))
+		key := string(unescapeKey(s.b[k0:s.i]))
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
 			return nil, "", s.fail("expected ':' after object key")
@@ -356,41 +341,62 @@ func (s *scanner) envelope(p *Page) (map[string]json.RawMessage, string, error) 
 
 // records scans an array of records into p: each element's bytes, and
 // each object element's fields, in one pass. The fields of all records
-// share one growing slice, so a page costs a handful of allocations.
+// share one array.
 func (s *scanner) records(p *Page) error {
-	var arena []Field
-	return s.array(func(v []byte) {}, func() error {
+	return s.array(nil, func() error {
 		v0 := s.i
 		if s.b[s.i] != '{' {
 			if err := s.value(); err != nil {
 				return err
 			}
-			p.Records = append(p.Records, s.b[v0:s.i])
+			p.Records = append(p.Records, s.b[v0:s.i:s.i])
 			p.Parsed = append(p.Parsed, Record{})
 			return nil
 		}
-		f0 := len(arena)
-		err := s.object(func(key, val []byte) error {
-			arena = addField(arena, f0, keyBytes(key), val)
-			return nil
-		})
-		if err != nil {
+		f0 := len(p.fields)
+		var err error
+		if p.fields, err = s.fields(p.fields); err != nil {
 			return err
 		}
-		p.Records = append(p.Records, s.b[v0:s.i])
-		p.Parsed = append(p.Parsed, Record{fields: arena[f0:len(arena):len(arena)], object: true})
+		p.Records = append(p.Records, s.b[v0:s.i:s.i])
+		n := len(p.fields)
+		p.Parsed = append(p.Parsed, Record{src: s.b, fields: p.fields[f0:n:n], object: true})
 		return nil
 	})
 }
 
-// addField appends a field to the record that starts at from, replacing
-// an earlier one of the same key (the last wins, as in encoding/json).
-func addField(fields []Field, from int, key, val []byte) []Field {
-	for i := from; i < len(fields); i++ {
-		if string(fields[i].Key) == string(key) {
-			fields[i].Value = val
-			return fields
+// fields scans an object (s.b[s.i] is '{') and appends its members to
+// dst; a key given twice keeps its last value.
+func (s *scanner) fields(dst []fieldPos) ([]fieldPos, error) {
+	from := len(dst)
+	err := s.object(func(key, val []byte) error {
+		// key and val are sub-slices of s.b: turn them into offsets.
+		k0 := int32(cap(s.b) - cap(key) + 1)
+		k1 := k0 + int32(len(key)) - 2
+		v0 := int32(cap(s.b) - cap(val))
+		f := fieldPos{k0: k0, k1: k1, v0: v0, v1: v0 + int32(len(val)), escaped: bytes.IndexByte(key, '\\') >= 0}
+		for i := from; i < len(dst); i++ {
+			if string(s.b[dst[i].k0:dst[i].k1]) == string(s.b[k0:k1]) {
+				dst[i] = f
+				return nil
+			}
 		}
+		dst = append(dst, f)
+		return nil
+	})
+	return dst, err
+}
+
+// maxBody bounds an answer so field offsets fit in int32.
+const maxBody = 1<<31 - 1
+
+var errTooLarge = errors.New("answer larger than 2 GiB")
+
+// unescapeKey returns a quoted key without quotes and escapes.
+func unescapeKey(raw []byte) []byte {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return raw[1 : len(raw)-1]
 	}
-	return append(fields, Field{Key: key, Value: val})
+	return []byte(s)
 }

@@ -162,7 +162,9 @@ func (x *streamRun) walk(ctx context.Context, stop <-chan struct{}, cp *db.Check
 		if !last {
 			nextCursor = f.page.NextCursor
 		}
-		if err := x.writePage(ctx, cp, f.batch, nextCursor, last); err != nil {
+		err := x.writePage(ctx, cp, f.batch, nextCursor, last)
+		f.page.Release() // the batch points into the page; both are done with
+		if err != nil {
 			return fmt.Errorf("%s page %d: %w", x.s.Name, cp.Pages+1, err)
 		}
 		if last {
