@@ -31,7 +31,7 @@ type Page struct {
 	RecordsTotal int64
 
 	body   *bytes.Buffer // holds the bytes Records point into; see Release
-	fields []fieldPos     // the fields of all Parsed records
+	fields []fieldPos    // the fields of all Parsed records
 }
 
 // pagePool recycles pages, body and slices: without it a sweep allocates

@@ -1,8 +1,8 @@
 package erp
 
 import (
-	"encoding/json"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -281,7 +281,6 @@ func scanValid(b []byte) error {
 	}
 	return s.end()
 }
-
 
 // envelope scans a top-level object, splitting the first "data" or
 // "results" array into p's records as it goes, and returns the members
