@@ -82,13 +82,13 @@ func AbandonSweep(ctx context.Context, q Querier, sweepID int64) error {
 	return nil
 }
 
-// AdvanceCheckpoint records a committed page: the cursor of the next page
-// and the counters. It runs in the page's transaction.
-func AdvanceCheckpoint(ctx context.Context, q Querier, cp *Checkpoint, nextCursor string, rows int64) error {
+// AdvanceCheckpoint records committed pages: the cursor of the next page
+// and the counters. It runs in the pages' transaction.
+func AdvanceCheckpoint(ctx context.Context, q Querier, cp *Checkpoint, nextCursor string, pages, rows int64) error {
 	tag, err := q.Exec(ctx, `
-UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + 1, rows = rows + $5, updated_at = now()
+UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + $5, rows = rows + $6, updated_at = now()
 WHERE source = $1 AND stream = $2 AND sweep_id = $3`,
-		cp.Source, cp.Stream, cp.SweepID, nextCursor, rows)
+		cp.Source, cp.Stream, cp.SweepID, nextCursor, pages, rows)
 	if err != nil {
 		return fmt.Errorf("advancing checkpoint: %w", Describe(err))
 	}
@@ -97,7 +97,7 @@ WHERE source = $1 AND stream = $2 AND sweep_id = $3`,
 		return fmt.Errorf("advancing checkpoint %s/%s: sweep %d is no longer current", cp.Source, cp.Stream, cp.SweepID)
 	}
 	cp.Cursor = nextCursor
-	cp.Pages++
+	cp.Pages += pages
 	cp.Rows += rows
 	return nil
 }

@@ -176,7 +176,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, tra
 	if _, err := tx.Exec(ctx, t.createSQL); err != nil {
 		return res, fmt.Errorf("%s staging table: %w", t.Name, Describe(err))
 	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.copyCols, &rowSource{rows: rows, sc: sc, i: -1})
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.copyCols, &rowSource{rows: Rows(rows), sc: sc})
 	if err != nil {
 		return res, fmt.Errorf("%s copy to staging: %w", t.Name, Describe(err))
 	}
@@ -187,11 +187,29 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, tra
 	return res, nil
 }
 
+// RowStream yields rows one at a time: Next advances, Row returns the
+// current one. It lets one COPY span several pages.
+type RowStream interface {
+	Next() bool
+	Row() *Row
+}
+
+// Rows streams a slice.
+func Rows(rows []Row) RowStream { return &sliceStream{rows: rows, i: -1} }
+
+type sliceStream struct {
+	rows []Row
+	i    int
+}
+
+func (s *sliceStream) Next() bool { s.i++; return s.i < len(s.rows) }
+func (s *sliceStream) Row() *Row  { return &s.rows[s.i] }
+
 // CopyNew writes rows that are new to the table straight into it with
 // COPY: the initial load. A row that exists after all fails the COPY
 // with a unique violation (IsUniqueViolation); the caller then upserts.
-func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row) (int64, error) {
-	n, err := tx.CopyFrom(ctx, t.ident, t.copyCols, &rowSource{rows: rows, sc: sc, i: -1})
+func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc Scope, rows RowStream) (int64, error) {
+	n, err := tx.CopyFrom(ctx, t.ident, t.copyCols, &rowSource{rows: rows, sc: sc})
 	if err != nil {
 		return 0, fmt.Errorf("%s copy: %w", t.Name, Describe(err))
 	}
@@ -219,16 +237,15 @@ func (t *Table) MarkDeleted(ctx context.Context, tx pgx.Tx, sc Scope) (int64, er
 
 // rowSource feeds CopyFrom without building an intermediate [][]any.
 type rowSource struct {
-	rows []Row
+	rows RowStream
 	sc   Scope
-	i    int
 	buf  []any
 }
 
-func (s *rowSource) Next() bool { s.i++; return s.i < len(s.rows) }
+func (s *rowSource) Next() bool { return s.rows.Next() }
 func (s *rowSource) Err() error { return nil }
 func (s *rowSource) Values() ([]any, error) {
-	r := &s.rows[s.i]
+	r := s.rows.Row()
 	s.buf = append(s.buf[:0], s.sc.Source, r.ID, s.sc.CompanyID, s.sc.BranchID)
 	s.buf = append(s.buf, r.Values...)
 	s.buf = append(s.buf, r.Payload, r.Hash[:])

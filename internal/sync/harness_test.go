@@ -36,7 +36,7 @@ func newHarness(t *testing.T, opts erpsim.Options) *harness {
 	t.Cleanup(srv.Close)
 	h := &harness{t: t, pool: pool, url: dbURL, sim: sim, srv: srv, source: "test", pages: 50}
 	h.client = h.newClient(erp.Options{})
-	h.runner = &sync.Runner{Pool: pool}
+	h.runner = &sync.Runner{Pool: pool, Prefetch: 1} // the product default
 	return h
 }
 

@@ -1,9 +1,12 @@
 package sync
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -95,10 +98,12 @@ func (x *streamRun) walk(ctx context.Context, stop <-chan struct{}, cp *db.Check
 	defer wg.Wait()
 	defer cancel()
 
-	var next func() (fetched, bool)
+	// next returns the next fetched page; false when there is none, or
+	// when wait fires first (pipelined mode only).
+	var next func(wait <-chan time.Time) (fetched, bool)
 	if x.Prefetch <= 0 {
 		cursor, done := cp.Cursor, false
-		next = func() (fetched, bool) {
+		next = func(<-chan time.Time) (fetched, bool) {
 			if done {
 				return fetched{}, false
 			}
@@ -127,12 +132,14 @@ func (x *streamRun) walk(ctx context.Context, stop <-chan struct{}, cp *db.Check
 				cursor = f.page.NextCursor
 			}
 		})
-		next = func() (fetched, bool) {
+		next = func(wait <-chan time.Time) (fetched, bool) {
 			select {
 			case f, ok := <-ch:
 				return f, ok
 			case <-stop:
 				return fetched{err: errStopped}, true
+			case <-wait:
+				return fetched{}, false
 			}
 		}
 	}
@@ -143,19 +150,24 @@ func (x *streamRun) walk(ctx context.Context, stop <-chan struct{}, cp *db.Check
 			return errStopped
 		default:
 		}
-		f, ok := next()
+		f, ok := next(nil)
 		if !ok {
 			return nil
 		}
 		if f.err != nil {
-			if errors.Is(f.err, errStopped) {
-				return errStopped
+			return x.fetchError(f, cp)
+		}
+		if cp.BulkLoad && x.Prefetch > 0 && f.page.HasNext {
+			last, held, err := x.bulkGroup(ctx, cp, f, next)
+			switch {
+			case err != nil:
+				return err
+			case held != nil:
+				return x.fetchError(*held, cp)
+			case last:
+				return nil
 			}
-			var he *erp.HTTPError
-			if f.cursor != "" && errors.As(f.err, &he) && he.Status == http.StatusBadRequest {
-				return &cursorRefused{err: he, page: cp.Pages + 1}
-			}
-			return fmt.Errorf("%s page %d: %w", x.s.Name, cp.Pages+1, f.err)
+			continue
 		}
 		last := !f.page.HasNext
 		nextCursor := ""
@@ -171,6 +183,18 @@ func (x *streamRun) walk(ctx context.Context, stop <-chan struct{}, cp *db.Check
 			return nil
 		}
 	}
+}
+
+// fetchError turns a failed fetch into the walk's error.
+func (x *streamRun) fetchError(f fetched, cp *db.Checkpoint) error {
+	if errors.Is(f.err, errStopped) {
+		return errStopped
+	}
+	var he *erp.HTTPError
+	if f.cursor != "" && errors.As(f.err, &he) && he.Status == http.StatusBadRequest {
+		return &cursorRefused{err: he, page: cp.Pages + 1}
+	}
+	return fmt.Errorf("%s page %d: %w", x.s.Name, cp.Pages+1, f.err)
 }
 
 func (x *streamRun) fetch(ctx context.Context, cursor string) fetched {
@@ -237,9 +261,9 @@ func (x *streamRun) commitPage(ctx context.Context, cp *db.Checkpoint, b batch, 
 	sc.SweepID = cp.SweepID
 	var up db.UpsertResult
 	if copyNew {
-		up.Inserted, err = x.s.Table.CopyNew(ctx, tx, sc, b.rows)
+		up.Inserted, err = x.s.Table.CopyNew(ctx, tx, sc, db.Rows(b.rows))
 	} else {
-		// A bulk load needs no seen-list: see the end of the sweep below.
+		// A bulk load needs no seen-list: see finish.
 		up, err = x.s.Table.Upsert(ctx, tx, sc, b.rows, !cp.BulkLoad)
 	}
 	if err != nil {
@@ -250,10 +274,28 @@ func (x *streamRun) commitPage(ctx context.Context, cp *db.Checkpoint, b batch, 
 			return err
 		}
 	}
+	return x.finish(ctx, tx, cp, []batch{b}, up, nextCursor, last)
+}
+
+// finish completes the transaction of one or more pages: checkpoint,
+// deletion marks at the end of a sweep, rejected records, drift, commit,
+// and the run's counters. cp is updated only after the commit.
+func (x *streamRun) finish(ctx context.Context, tx pgx.Tx, cp *db.Checkpoint, batches []batch, up db.UpsertResult, nextCursor string, last bool) error {
+	var rows, received int
+	var rejected []db.Rejected
+	var drift []db.Drift
+	for _, b := range batches {
+		rows += len(b.rows)
+		received += b.received
+		rejected = append(rejected, b.rejected...)
+		drift = append(drift, b.drift...)
+	}
 	next := *cp
-	if err := db.AdvanceCheckpoint(ctx, tx, &next, nextCursor, int64(len(b.rows))); err != nil {
+	if err := db.AdvanceCheckpoint(ctx, tx, &next, nextCursor, int64(len(batches)), int64(rows)); err != nil {
 		return err
 	}
+	sc := x.scope
+	sc.SweepID = cp.SweepID
 	var deleted int64
 	// A bulk load began on a table without rows of the source, so every
 	// row there now was written by this sweep: nothing to mark deleted.
@@ -278,25 +320,155 @@ func (x *streamRun) commitPage(ctx context.Context, cp *db.Checkpoint, b batch, 
 			return err
 		}
 	}
-	if err := db.InsertRejected(ctx, tx, x.t.Source, x.s.Name, x.runID, b.rejected); err != nil {
+	if err := db.InsertRejected(ctx, tx, x.t.Source, x.s.Name, x.runID, rejected); err != nil {
 		return err
 	}
-	if err := db.RecordDrift(ctx, tx, x.t.Source, x.s.Name, b.drift); err != nil {
+	if err := db.RecordDrift(ctx, tx, x.t.Source, x.s.Name, mergeDrift(drift)); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", db.Describe(err))
 	}
 	*cp = next
-	page := db.RunStats{Pages: 1, Seen: int64(b.received), Inserted: up.Inserted, Updated: up.Updated,
-		Unchanged: up.Unchanged, Rejected: int64(len(b.rejected)), Deleted: deleted}
-	x.stats.Add(page)
-	x.obs().PageCommitted(x.t.Source, x.s.Name, page)
+	done := db.RunStats{Pages: int64(len(batches)), Seen: int64(received), Inserted: up.Inserted, Updated: up.Updated,
+		Unchanged: up.Unchanged, Rejected: int64(len(rejected)), Deleted: deleted}
+	x.stats.Add(done)
+	x.obs().PageCommitted(x.t.Source, x.s.Name, done)
 	if x.progress != nil {
 		x.progress(x.stats)
 	}
-	if len(b.rejected) > 0 {
-		x.log.Warn("records rejected", "count", len(b.rejected), "first_reason", b.rejected[0].Reason)
+	if len(rejected) > 0 {
+		x.log.Warn("records rejected", "count", len(rejected), "first_reason", rejected[0].Reason)
 	}
 	return nil
+}
+
+// mergeDrift adds up the drift of several pages: one upsert statement
+// must not name the same row twice.
+func mergeDrift(drift []db.Drift) []db.Drift {
+	if len(drift) < 2 {
+		return drift
+	}
+	at := map[[3]string]int{}
+	var out []db.Drift
+	for _, d := range drift {
+		k := [3]string{d.Field, d.Change, d.Detail}
+		if i, ok := at[k]; ok {
+			out[i].Count += d.Count
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, d)
+	}
+	return out
+}
+
+// Group commits of bulk loads: while pages arrive faster than they can
+// be committed one by one, one COPY and one transaction take several
+// pages, so Postgres is fed continuously instead of waiting on a commit
+// and four round trips per page. A group is bounded in time and rows: a
+// crash re-fetches at most the pages of one group.
+const (
+	maxGroupAge  = time.Second
+	maxGroupRows = 10000
+)
+
+// groupStream feeds one COPY with the rows of consecutive pages, pulling
+// each next page only when the previous one is written out.
+type groupStream struct {
+	pages []fetched
+	rows  []db.Row
+	i     int
+	count int
+	pull  func() (fetched, bool)
+}
+
+func (g *groupStream) Next() bool {
+	for g.i+1 >= len(g.rows) {
+		f, ok := g.pull()
+		if !ok {
+			return false
+		}
+		g.pages = append(g.pages, f)
+		g.rows, g.i = f.batch.rows, -1
+		g.count += len(f.batch.rows)
+	}
+	g.i++
+	return true
+}
+
+func (g *groupStream) Row() *db.Row { return &g.rows[g.i] }
+
+// bulkGroup writes first and the pages that follow it in one COPY and one
+// transaction. It returns whether the sweep's last page was written and
+// a fetched item it pulled but did not write (a fetch error or a stop).
+func (x *streamRun) bulkGroup(ctx context.Context, cp *db.Checkpoint, first fetched, next func(<-chan time.Time) (fetched, bool)) (last bool, held *fetched, err error) {
+	deadline := time.NewTimer(maxGroupAge)
+	defer deadline.Stop()
+	pending := &first
+	g := &groupStream{}
+	g.pull = func() (fetched, bool) {
+		if pending != nil {
+			f := *pending
+			pending = nil
+			return f, true
+		}
+		if n := len(g.pages); n > 0 && (!g.pages[n-1].page.HasNext || g.count >= maxGroupRows) {
+			return fetched{}, false
+		}
+		f, ok := next(deadline.C)
+		if !ok {
+			return fetched{}, false
+		}
+		if f.err != nil {
+			held = &f
+			return fetched{}, false
+		}
+		return f, true
+	}
+	defer func() {
+		for _, f := range g.pages {
+			f.page.Release()
+		}
+	}()
+
+	tx, err := x.conn.Begin(ctx)
+	if err != nil {
+		return false, nil, fmt.Errorf("begin: %w", db.Describe(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	sc := x.scope
+	sc.SweepID = cp.SweepID
+	n, err := x.s.Table.CopyNew(ctx, tx, sc, g)
+	lastPage := g.pages[len(g.pages)-1].page
+	last = !lastPage.HasNext
+	nextCursor := ""
+	if !last {
+		nextCursor = lastPage.NextCursor
+	}
+	batches := make([]batch, len(g.pages))
+	for i, f := range g.pages {
+		batches[i] = f.batch
+	}
+	if err == nil {
+		err = x.finish(ctx, tx, cp, batches, db.UpsertResult{Inserted: n}, nextCursor, last)
+	}
+	if db.IsUniqueViolation(err) {
+		// A row is there already (it moved behind the cursor): write the
+		// group's pages one by one, each falling back to the upsert.
+		tx.Rollback(ctx)
+		for i, b := range batches {
+			pageCursor, pageLast := g.pages[i].page.NextCursor, !g.pages[i].page.HasNext
+			if pageLast {
+				pageCursor = ""
+			}
+			if err = x.writePage(ctx, cp, b, pageCursor, pageLast); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return false, held, fmt.Errorf("%s pages %d-%d: %w", x.s.Name, cp.Pages+1, cp.Pages+int64(len(g.pages)), err)
+	}
+	return last, held, nil
 }
