@@ -483,3 +483,26 @@ func TestBulkLoadFallsBackWhenARowMovesPages(t *testing.T) {
 		t.Errorf("second sweep stats %+v: want 2 updated (the duplicate's two versions in turn), 0 deleted", res.Stats)
 	}
 }
+
+func TestAccountingDocuments(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{PageSizeCap: 7, ListEnvelope: erpsim.EnvelopeResults, MoneyAsString: true})
+	h.pages = 7
+	for stream, want := range map[string]int64{"journal_entries": 30, "payment_vouchers": 12, "receipt_vouchers": 12} {
+		res := h.mustRun(stream)
+		if res.Stats.Inserted != want {
+			t.Errorf("%s: inserted %d, want %d", stream, res.Stats.Inserted, want)
+		}
+	}
+	// Money arrived as strings and is numeric, digit for digit.
+	if n := h.count(`SELECT count(*) FROM erp.journal_entries
+		WHERE total_debit IS NULL OR total_debit::text <> payload->>'total_debit'`); n != 0 {
+		t.Errorf("%d journal entries whose total_debit differs from the payload", n)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.payment_vouchers WHERE amount::text <> payload->>'amount'`); n != 0 {
+		t.Errorf("%d payment vouchers whose amount differs from the payload", n)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.schema_drift WHERE stream IN ('journal_entries', 'payment_vouchers', 'receipt_vouchers')`); n != 0 {
+		t.Errorf("%d drift rows for documents shaped as expected", n)
+	}
+}
