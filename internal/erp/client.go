@@ -5,6 +5,7 @@ package erp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -157,15 +158,16 @@ func (e *AuthError) Error() string {
 	return fmt.Sprintf("ERP login refused (%d): %s", e.Status, e.Reason)
 }
 
-// HTTPError is a final non-success answer to a GET.
+// HTTPError is a final non-success answer.
 type HTTPError struct {
+	Method  string // GET when empty
 	Route   string
 	Status  int
 	Excerpt string
 }
 
 func (e *HTTPError) Error() string {
-	return fmt.Sprintf("GET %s: %d %s: %s", e.Route, e.Status, http.StatusText(e.Status), e.Excerpt)
+	return fmt.Sprintf("%s %s: %d %s: %s", cmp.Or(e.Method, http.MethodGet), e.Route, e.Status, http.StatusText(e.Status), e.Excerpt)
 }
 
 // Identity returns the company and branch context of the credentials,
@@ -232,29 +234,18 @@ func (c *Client) Get(ctx context.Context, path string, q url.Values) ([]byte, er
 // (reused across pages) instead of a new one.
 func (c *Client) getURL(ctx context.Context, route, target string, into *bytes.Buffer) ([]byte, error) {
 	renewed := false
-	attempts, waits := 0, 0
+	r := retrier{c: c, route: route, method: http.MethodGet}
 	for {
 		auth, err := c.authorization(ctx)
 		if err != nil {
 			return nil, err
 		}
 		status, header, body, err := c.exchange(ctx, route, http.MethodGet, target, auth, nil, into)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			attempts++
-			if attempts >= c.opt.MaxAttempts {
-				return nil, fmt.Errorf("GET %s: giving up after %d attempts: %w", route, attempts, err)
-			}
-			c.obs.Retry(route, "network")
-			c.log.Debug("erp request failed, retrying", "route", route, "attempt", attempts, "err", err)
-			if err := sleep(ctx, c.backoff(attempts)); err != nil {
+		switch {
+		case err != nil, status == http.StatusTooManyRequests, status >= 500:
+			if err := r.again(ctx, status, header, body, err); err != nil {
 				return nil, err
 			}
-			continue
-		}
-		switch {
 		case status == http.StatusOK:
 			return body, nil
 		case status == http.StatusUnauthorized && c.opt.Auth == "token" && !renewed:
@@ -263,37 +254,57 @@ func (c *Client) getURL(ctx context.Context, route, target string, into *bytes.B
 			renewed = true
 			c.dropToken(auth)
 			c.obs.Retry(route, "token_renewal")
-			continue
-		case status == http.StatusTooManyRequests:
-			waits++
-			wait, ok := retryAfter(header, time.Now())
-			if !ok {
-				wait = c.backoff(waits)
-			}
-			if waits > c.opt.MaxWaits || wait > c.opt.MaxRetryAfter {
-				return nil, fmt.Errorf("GET %s: rate limited (429, Retry-After %s) %d times: giving up", route, wait, waits)
-			}
-			c.obs.Retry(route, "rate_limited")
-			c.obs.RateLimitWait(wait)
-			c.log.Info("erp rate limit, waiting", "route", route, "wait", wait)
-			if err := sleep(ctx, wait); err != nil {
-				return nil, err
-			}
-			continue
-		case status >= 500:
-			attempts++
-			if attempts >= c.opt.MaxAttempts {
-				return nil, &HTTPError{Route: route, Status: status, Excerpt: excerpt(body)}
-			}
-			c.obs.Retry(route, "server_error")
-			c.log.Debug("erp server error, retrying", "route", route, "status", status, "attempt", attempts)
-			if err := sleep(ctx, c.backoff(attempts)); err != nil {
-				return nil, err
-			}
-			continue
 		default:
-			return nil, &HTTPError{Route: route, Status: status, Excerpt: excerpt(body)}
+			return nil, &HTTPError{Method: http.MethodGet, Route: route, Status: status, Excerpt: excerpt(body)}
 		}
+	}
+}
+
+// retrier is the retry state of one request: answers that may succeed
+// later (no answer, 429, 5xx) are waited out and retried, within bounds.
+type retrier struct {
+	c               *Client
+	route, method   string
+	attempts, waits int
+}
+
+// again sleeps as the answer requires and returns nil to retry, or the
+// error that ends the request.
+func (r *retrier) again(ctx context.Context, status int, header http.Header, body []byte, err error) error {
+	c := r.c
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.attempts++
+		if r.attempts >= c.opt.MaxAttempts {
+			return fmt.Errorf("%s %s: giving up after %d attempts: %w", r.method, r.route, r.attempts, err)
+		}
+		c.obs.Retry(r.route, "network")
+		c.log.Debug("erp request failed, retrying", "route", r.route, "attempt", r.attempts, "err", err)
+		return sleep(ctx, c.backoff(r.attempts))
+	case status == http.StatusTooManyRequests:
+		r.waits++
+		wait, ok := retryAfter(header, time.Now())
+		if !ok {
+			wait = c.backoff(r.waits)
+		}
+		if r.waits > c.opt.MaxWaits || wait > c.opt.MaxRetryAfter {
+			return fmt.Errorf("%s %s: rate limited (429, Retry-After %s) %d times: giving up", r.method, r.route, wait, r.waits)
+		}
+		c.obs.Retry(r.route, "rate_limited")
+		c.obs.RateLimitWait(wait)
+		c.log.Info("erp rate limit, waiting", "route", r.route, "wait", wait)
+		return sleep(ctx, wait)
+	default: // 5xx: the ERP may recover
+		r.attempts++
+		if r.attempts >= c.opt.MaxAttempts {
+			return &HTTPError{Method: r.method, Route: r.route, Status: status, Excerpt: excerpt(body)}
+		}
+		c.obs.Retry(r.route, "server_error")
+		c.log.Debug("erp server error, retrying", "route", r.route, "status", status, "attempt", r.attempts)
+		return sleep(ctx, c.backoff(r.attempts))
 	}
 }
 
@@ -414,24 +425,14 @@ func (c *Client) loginLocked(ctx context.Context) (string, error) {
 	}
 	u := *c.base
 	u.Path += route
-	attempts, waits := 0, 0
+	r := retrier{c: c, route: route, method: http.MethodPost}
 	for {
 		status, header, body, err := c.exchange(ctx, route, http.MethodPost, u.String(), "", creds, nil)
-		if err != nil {
-			if ctx.Err() != nil {
-				return "", ctx.Err()
-			}
-			attempts++
-			if attempts >= c.opt.MaxAttempts {
-				return "", fmt.Errorf("login: giving up after %d attempts: %w", attempts, err)
-			}
-			c.obs.Retry(route, "network")
-			if err := sleep(ctx, c.backoff(attempts)); err != nil {
-				return "", err
-			}
-			continue
-		}
 		switch {
+		case err != nil, status == http.StatusTooManyRequests, status >= 500:
+			if err := r.again(ctx, status, header, body, err); err != nil {
+				return "", fmt.Errorf("login: %w", err)
+			}
 		case status == http.StatusOK:
 			return c.acceptToken(body)
 		case status == http.StatusBadRequest:
@@ -440,29 +441,6 @@ func (c *Client) loginLocked(ctx context.Context) (string, error) {
 			return "", &AuthError{Status: status, Reason: "credentials were refused (wrong username or password, or the user is disabled); check ERPSYNC_ERP_USERNAME and ERPSYNC_ERP_PASSWORD / ERPSYNC_ERP_PASSWORD_FILE"}
 		case status == http.StatusForbidden:
 			return "", &AuthError{Status: status, Reason: "login forbidden: HTTPS, company, branch or licence problem at the ERP (" + excerpt(body) + ")"}
-		case status == http.StatusTooManyRequests:
-			waits++
-			wait, ok := retryAfter(header, time.Now())
-			if !ok {
-				wait = c.backoff(waits)
-			}
-			if waits > c.opt.MaxWaits || wait > c.opt.MaxRetryAfter {
-				return "", fmt.Errorf("login: rate limited %d times: giving up", waits)
-			}
-			c.obs.Retry(route, "rate_limited")
-			c.obs.RateLimitWait(wait)
-			if err := sleep(ctx, wait); err != nil {
-				return "", err
-			}
-		case status >= 500:
-			attempts++
-			if attempts >= c.opt.MaxAttempts {
-				return "", fmt.Errorf("login: %d %s after %d attempts", status, http.StatusText(status), attempts)
-			}
-			c.obs.Retry(route, "server_error")
-			if err := sleep(ctx, c.backoff(attempts)); err != nil {
-				return "", err
-			}
 		default:
 			return "", &AuthError{Status: status, Reason: "unexpected answer to the token request: " + excerpt(body)}
 		}

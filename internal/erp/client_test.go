@@ -636,7 +636,7 @@ func TestClientLoginServerErrors(t *testing.T) {
 	c = newTestClient(t, g.srv.URL, func(o *Options) { o.MaxAttempts = 3 })
 	_, err := c.Get(testCtx(t), "/x/", nil)
 	g.note(err)
-	if err == nil || !strings.Contains(err.Error(), "login: 503") {
+	if err == nil || !strings.Contains(err.Error(), "login: POST /api/auth/token/: 503") {
 		t.Fatalf("err = %v, want a login 503 failure", err)
 	}
 	if logins, gets, _ := g.counts(); logins != 3 || gets != 0 {
@@ -651,7 +651,7 @@ func TestClientLoginUnreachable(t *testing.T) {
 	srv.Close() // nothing listens there any more
 	c := newTestClient(t, u, func(o *Options) { o.MaxAttempts = 2 })
 	_, err := c.Get(testCtx(t), "/x/", nil)
-	if err == nil || !strings.Contains(err.Error(), "login: giving up after 2 attempts") {
+	if err == nil || !strings.Contains(err.Error(), "login: POST /api/auth/token/: giving up after 2 attempts") {
 		t.Fatalf("err = %v", err)
 	}
 	if strings.Contains(err.Error(), testPassword) {

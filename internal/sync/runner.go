@@ -82,7 +82,7 @@ func (r *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s *Str
 	res := r.run(ctx, stop, t, s, log, progress)
 	res.Elapsed = time.Since(start)
 	if errors.Is(res.Err, ErrBusy) {
-		log.Info("sync skipped: another process holds the stream's lock")
+		log.Debug("sync skipped: another process holds the stream's lock")
 		return res
 	}
 	r.obs().RunFinished(t.Source, s.Name, res.Status, res.Elapsed, res.Err)
