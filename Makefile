@@ -16,9 +16,9 @@ build:
 demo:
 	$(GO) run ./cmd/erpsync demo
 
-## test: every test, with the race detector, against the real Postgres
+## test: every test, with the race detector, against the real Postgres (what CI runs)
 test:
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 ./...
 
 ## test-short: the fast tests only (skips end-to-end runs of the binary)
 test-short:
