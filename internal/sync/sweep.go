@@ -1,16 +1,16 @@
 package sync
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"net/http"
 	"net/url"
 	"strconv"
 	gosync "sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
@@ -34,9 +34,9 @@ func (e *cursorRefused) Error() string {
 	return fmt.Sprintf("page %d: cursor refused: %v", e.page, e.err)
 }
 
-// cursorSweep walks the cursor pages from the checkpoint. Each page is one
-// transaction with its checkpoint, so a crash anywhere loses at most the
-// pages fetched but not yet committed.
+// cursorSweep walks the cursor pages from the checkpoint. Each page (or
+// group of pages, in a bulk load) is one transaction with its checkpoint,
+// so a crash anywhere loses at most the pages fetched but not committed.
 func (x *streamRun) cursorSweep(ctx context.Context, stop <-chan struct{}) error {
 	cp, err := db.LoadCheckpoint(ctx, x.conn, x.t.Source, x.s.Name)
 	if err != nil {
