@@ -210,6 +210,9 @@ func (x *streamRun) execute(ctx context.Context, stop <-chan struct{}) (err erro
 		return fmt.Errorf("%s: %w", x.s.Name, err)
 	}
 	x.scope = db.Scope{Source: x.t.Source, CompanyID: id.CompanyID, BranchID: id.BranchID}
+	if x.s.Custom != nil {
+		return x.s.Custom(ctx, x)
+	}
 	if x.s.Paging == CursorPages {
 		return x.cursorSweep(ctx, stop)
 	}

@@ -65,6 +65,10 @@ type Stream struct {
 	// or updated, while the staging table holds exactly those rows (the
 	// currency rate history).
 	AfterUpsert func(ctx context.Context, tx pgx.Tx, source string) error
+	// Custom, when set, replaces the list machinery: snapshots and
+	// streams that fan out into one request per document or cashbox.
+	// Such a stream has no Table.
+	Custom func(ctx context.Context, x *streamRun) error
 
 	expect []expectedField // Expect, parsed once at Register, sorted
 }
@@ -82,7 +86,9 @@ func Register(s *Stream) {
 	for i, c := range s.Columns {
 		cols[i] = c.Name
 	}
-	s.Table = db.NewTable("erp."+s.Name, cols...)
+	if s.Custom == nil {
+		s.Table = db.NewTable("erp."+s.Name, cols...)
+	}
 	for field, spec := range s.Expect {
 		s.expect = append(s.expect, expectedField{field: field, spec: spec, kinds: strings.Split(spec, "|")})
 	}

@@ -506,3 +506,53 @@ func TestAccountingDocuments(t *testing.T) {
 		t.Errorf("%d drift rows for documents shaped as expected", n)
 	}
 }
+
+func TestSnapshotsAndDetails(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{MoneyAsString: true})
+	for _, s := range []string{"journal_entries", "payment_vouchers", "receipt_vouchers", "journal_lines",
+		"balance_sheet", "cashbox_access", "messaging_stats", "messaging_conversations", "messaging_messages",
+		"messaging_templates", "messaging_queue"} {
+		h.mustRun(s)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.balance_sheet_snapshots WHERE as_of = current_date AT TIME ZONE 'UTC'`); n != 12 {
+		t.Errorf("balance sheet nodes = %d, want 12", n)
+	}
+	if got := h.text(`SELECT parent || '/' || depth FROM erp.balance_sheet_snapshots WHERE node = '3'`); got != "2/2" {
+		t.Errorf("node 3 parent/depth = %s, want 2/2", got)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.balance_sheet_snapshots WHERE balance IS NULL OR balance::text <> payload->>'balance'`); n != 0 {
+		t.Errorf("%d balance sheet nodes whose balance differs from the payload", n)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.cashbox_access WHERE deleted_at IS NULL`); n != 10 {
+		t.Errorf("cashbox grants = %d, want 10", n)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.journal_line_documents`); n != 54 {
+		t.Errorf("documents with lines = %d, want 30 + 12 + 12", n)
+	}
+	if n := h.count(`SELECT count(*) FROM (SELECT document_kind, document_id FROM erp.journal_lines
+		GROUP BY 1, 2 HAVING sum(debit) <> sum(credit)) x`); n != 0 {
+		t.Errorf("%d documents whose lines do not balance", n)
+	}
+	for _, table := range []string{"messaging_conversations", "messaging_messages", "messaging_templates", "messaging_queue", "messaging_stats"} {
+		if n := h.count(`SELECT count(*) FROM erp.` + table); n == 0 {
+			t.Errorf("erp.%s is empty", table)
+		}
+	}
+
+	// Nothing changed at the ERP: nothing is written, no preview fetched again.
+	h.sim.ResetRequests()
+	for _, s := range []string{"journal_lines", "balance_sheet", "cashbox_access", "messaging_stats"} {
+		if res := h.mustRun(s); res.Stats.Inserted+res.Stats.Updated != 0 {
+			t.Errorf("%s re-sync wrote: %+v", s, res.Stats)
+		}
+	}
+	for _, r := range h.sim.Requests() {
+		if strings.HasSuffix(r.Path, "/journal-preview/") {
+			t.Errorf("unchanged document read again: %s", r.Path)
+		}
+	}
+	if n := h.count(`SELECT count(*) FROM erp.messaging_stats`); n != 1 {
+		t.Errorf("messaging_stats snapshots = %d, want 1 (unchanged)", n)
+	}
+}

@@ -1,0 +1,186 @@
+package db
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SQL of the streams that are not one (source, id) list.
+
+// TreeNode is one node of a balance-sheet snapshot.
+type TreeNode struct {
+	Node, Parent string
+	Depth        int
+	Code, Name   *string
+	Balance      any // pgtype.Numeric or nil
+	Payload      []byte
+	Hash         [sha256.Size]byte
+}
+
+// ReplaceBalanceSheet stores the snapshot of (source, as_of) unless the
+// one stored is the same, node for node; it returns whether it wrote.
+func ReplaceBalanceSheet(ctx context.Context, tx pgx.Tx, sc Scope, asOf string, nodes []TreeNode) (bool, error) {
+	slices.SortFunc(nodes, func(a, b TreeNode) int { return strings.Compare(a.Node, b.Node) })
+	var want strings.Builder
+	for i, n := range nodes {
+		if i > 0 {
+			want.WriteByte(',')
+		}
+		want.WriteString(n.Node + ":" + hex.EncodeToString(n.Hash[:]))
+	}
+	var have string
+	err := tx.QueryRow(ctx, `
+SELECT coalesce(string_agg(node || ':' || encode(payload_hash, 'hex'), ',' ORDER BY node COLLATE "C"), '')
+FROM erp.balance_sheet_snapshots WHERE source = $1 AND as_of = $2`, sc.Source, asOf).Scan(&have)
+	if err != nil {
+		return false, fmt.Errorf("reading balance sheet of %s: %w", asOf, Describe(err))
+	}
+	if have == want.String() {
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM erp.balance_sheet_snapshots WHERE source = $1 AND as_of = $2`, sc.Source, asOf); err != nil {
+		return false, fmt.Errorf("replacing balance sheet of %s: %w", asOf, Describe(err))
+	}
+	rows := make([][]any, len(nodes))
+	for i, n := range nodes {
+		var parent *string
+		if n.Parent != "" {
+			parent = &n.Parent
+		}
+		rows[i] = []any{sc.Source, asOf, n.Node, parent, n.Depth, sc.CompanyID, sc.BranchID, n.Code, n.Name, n.Balance, n.Payload, n.Hash[:]}
+	}
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"erp", "balance_sheet_snapshots"},
+		[]string{"source", "as_of", "node", "parent", "depth", "company_id", "branch_id", "code", "name", "balance", "payload", "payload_hash"},
+		pgx.CopyFromRows(rows))
+	if err != nil {
+		return false, fmt.Errorf("writing balance sheet of %s: %w", asOf, Describe(err))
+	}
+	return true, nil
+}
+
+// AccessRow is one (cashbox, user) grant.
+type AccessRow struct {
+	CashboxID, User string
+	Payload         []byte
+	Hash            [sha256.Size]byte
+}
+
+// UpsertCashboxAccess writes the grants of the scope: new or changed ones
+// are upserted, ones no longer listed are marked deleted (and revived if
+// they come back). Unchanged grants are not touched.
+func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc Scope, rows []AccessRow) (UpsertResult, int64, error) {
+	var boxes, users []string
+	var payloads [][]byte
+	var hashes [][]byte
+	for _, r := range rows {
+		boxes, users = append(boxes, r.CashboxID), append(users, r.User)
+		payloads, hashes = append(payloads, r.Payload), append(hashes, r.Hash[:])
+	}
+	var res UpsertResult
+	err := tx.QueryRow(ctx, `
+WITH up AS (
+    INSERT INTO erp.cashbox_access AS t (source, cashbox_id, "user", company_id, branch_id, payload, payload_hash)
+    SELECT $1, s.box, s.usr, $2, $3, s.payload, s.hash
+    FROM unnest($4::text[], $5::text[], $6::jsonb[], $7::bytea[]) AS s(box, usr, payload, hash)
+    LEFT JOIN erp.cashbox_access cur ON cur.source = $1 AND cur.cashbox_id = s.box AND cur."user" = s.usr
+    WHERE cur."user" IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
+    ON CONFLICT (source, cashbox_id, "user") DO UPDATE SET payload = EXCLUDED.payload,
+        payload_hash = EXCLUDED.payload_hash, company_id = EXCLUDED.company_id,
+        branch_id = EXCLUDED.branch_id, synced_at = now(), deleted_at = NULL
+    RETURNING (xmax = 0) AS inserted
+)
+SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
+		sc.Source, sc.CompanyID, sc.BranchID, boxes, users, payloads, hashes).Scan(&res.Inserted, &res.Updated)
+	if err != nil {
+		return res, 0, fmt.Errorf("cashbox_access upsert: %w", Describe(err))
+	}
+	res.Unchanged = int64(len(rows)) - res.Inserted - res.Updated
+	tag, err := tx.Exec(ctx, `
+UPDATE erp.cashbox_access t SET deleted_at = now()
+WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.deleted_at IS NULL
+  AND (t.cashbox_id, t."user") NOT IN (SELECT * FROM unnest($4::text[], $5::text[]))`,
+		sc.Source, sc.CompanyID, sc.BranchID, boxes, users)
+	if err != nil {
+		return res, 0, fmt.Errorf("cashbox_access mark deleted: %w", Describe(err))
+	}
+	return res, tag.RowsAffected(), nil
+}
+
+// Document is a journal entry or voucher whose lines are to be read.
+type Document struct {
+	ID   string
+	Hash []byte
+}
+
+// DocumentsNeedingLines lists the live documents of a table whose
+// journal lines were never read, or were read for another version.
+func DocumentsNeedingLines(ctx context.Context, q Querier, table, kind, source string) ([]Document, error) {
+	rows, err := q.Query(ctx, fmt.Sprintf(`
+SELECT d.id, d.payload_hash FROM %s d
+LEFT JOIN erp.journal_line_documents l ON l.source = d.source AND l.document_kind = $2 AND l.document_id = d.id
+WHERE d.source = $1 AND d.deleted_at IS NULL AND (l.document_hash IS NULL OR l.document_hash <> d.payload_hash)
+ORDER BY d.id`, pgx.Identifier(strings.Split(table, ".")).Sanitize()), source, kind)
+	if err != nil {
+		return nil, fmt.Errorf("documents of %s: %w", table, Describe(err))
+	}
+	docs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Document, error) {
+		var d Document
+		return d, r.Scan(&d.ID, &d.Hash)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("documents of %s: %w", table, Describe(err))
+	}
+	return docs, nil
+}
+
+// JournalLine is one line of a document's journal preview.
+type JournalLine struct {
+	Line          string
+	AccountCode   *string
+	Debit, Credit any // pgtype.Numeric or nil
+	Payload       []byte
+}
+
+// ReplaceJournalLines stores the lines of one document version.
+func ReplaceJournalLines(ctx context.Context, tx pgx.Tx, sc Scope, kind string, doc Document, lines []JournalLine) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM erp.journal_lines WHERE source = $1 AND document_kind = $2 AND document_id = $3`,
+		sc.Source, kind, doc.ID); err != nil {
+		return fmt.Errorf("journal lines of %s %s: %w", kind, doc.ID, Describe(err))
+	}
+	rows := make([][]any, len(lines))
+	for i, l := range lines {
+		rows[i] = []any{sc.Source, kind, doc.ID, l.Line, sc.CompanyID, sc.BranchID, l.AccountCode, l.Debit, l.Credit, l.Payload}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"erp", "journal_lines"},
+		[]string{"source", "document_kind", "document_id", "line", "company_id", "branch_id", "account_code", "debit", "credit", "payload"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("journal lines of %s %s: %w", kind, doc.ID, Describe(err))
+	}
+	if _, err := tx.Exec(ctx, `
+INSERT INTO erp.journal_line_documents (source, document_kind, document_id, document_hash) VALUES ($1, $2, $3, $4)
+ON CONFLICT (source, document_kind, document_id) DO UPDATE SET document_hash = EXCLUDED.document_hash, synced_at = now()`,
+		sc.Source, kind, doc.ID, doc.Hash); err != nil {
+		return fmt.Errorf("journal lines of %s %s: %w", kind, doc.ID, Describe(err))
+	}
+	return nil
+}
+
+// AppendMessagingStats adds a statistics snapshot unless it equals the
+// latest one; it returns whether it wrote.
+func AppendMessagingStats(ctx context.Context, tx pgx.Tx, sc Scope, payload []byte, hash [sha256.Size]byte) (bool, error) {
+	tag, err := tx.Exec(ctx, `
+INSERT INTO erp.messaging_stats (source, company_id, branch_id, payload, payload_hash)
+SELECT $1, $2, $3, $4, $5
+WHERE $5 IS DISTINCT FROM (SELECT payload_hash FROM erp.messaging_stats WHERE source = $1 ORDER BY taken_at DESC LIMIT 1)`,
+		sc.Source, sc.CompanyID, sc.BranchID, payload, hash[:])
+	if err != nil {
+		return false, fmt.Errorf("messaging stats: %w", Describe(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
