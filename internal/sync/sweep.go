@@ -441,6 +441,7 @@ func (x *streamRun) bulkGroup(ctx context.Context, cp *db.Checkpoint, first fetc
 	sc.SweepID = cp.SweepID
 	n, err := x.s.Table.CopyNew(ctx, tx, sc, g)
 	if len(g.pages) == 0 { // the COPY failed before it asked for a row
+		first.page.Release()
 		return false, held, fmt.Errorf("%s page %d: %w", x.s.Name, cp.Pages+1, err)
 	}
 	lastPage := g.pages[len(g.pages)-1].page
