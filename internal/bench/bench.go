@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	rwal := med(func(s sample) float64 { return float64(s.resyncWAL) })
 	rsecs := med(func(s sample) float64 { return s.resyncSecs })
 	rrss := med(func(s sample) float64 { return float64(s.resyncRSS) })
-	rate := float64(o.Invoices) / syncS
+	rowsPerSec := float64(o.Invoices) / syncS
 
 	fmt.Fprintf(out, `
 medians of %d runs, N = %d
@@ -109,14 +109,14 @@ medians of %d runs, N = %d
   row-by-row, 1 tx/page  %8.2f s   %10.0f rows/s   (N = %d, the same loop with one transaction per page)
   speed-up over that     %8.1fx
 `, len(samples), o.Invoices,
-		syncS, rate, mib(int64(rss)), mib(int64(wal)),
+		syncS, rowsPerSec, mib(int64(rss)), mib(int64(wal)),
 		copyS, float64(o.Invoices)/copyS, mib(int64(copyWAL)),
 		ratio,
 		rsecs, mib(int64(rrss)), mib(int64(rwal)), 100*rwal/wal,
-		naive.secs, naive.rate, o.Baseline,
-		rate/naive.rate,
-		naivePaged.secs, naivePaged.rate, o.Baseline,
-		rate/naivePaged.rate)
+		naive.secs, naive.rowsPerSec, o.Baseline,
+		rowsPerSec/naive.rowsPerSec,
+		naivePaged.secs, naivePaged.rowsPerSec, o.Baseline,
+		rowsPerSec/naivePaged.rowsPerSec)
 	return nil
 }
 
@@ -270,7 +270,7 @@ func walDiff(ctx context.Context, c *pgx.Conn, to, from string) int64 {
 	return n
 }
 
-type naiveResult struct{ secs, rate float64 }
+type naiveResult struct{ secs, rowsPerSec float64 }
 
 // naiveBaseline is what erpsync would be without bulk writes: one
 // INSERT ... ON CONFLICT per record, each its own transaction, or with
@@ -351,5 +351,5 @@ WHERE erp.invoices.payload IS DISTINCT FROM EXCLUDED.payload`, id, db.Numeric(to
 		cursor = page.NextCursor
 	}
 	secs := time.Since(start).Seconds()
-	return naiveResult{secs: secs, rate: float64(n) / secs}, nil
+	return naiveResult{secs: secs, rowsPerSec: float64(n) / secs}, nil
 }

@@ -132,8 +132,8 @@ func progressPrinter(w io.Writer, source, stream string) func(db.RunStats) {
 	}
 	start := time.Now()
 	return func(s db.RunStats) {
-		rate := float64(s.Seen) / max(time.Since(start).Seconds(), 0.001)
-		fmt.Fprintf(w, "\r\033[K%s/%s: %d pages, %d rows, %.0f rows/s", source, stream, s.Pages, s.Seen, rate)
+		rowsPerSec := float64(s.Seen) / max(time.Since(start).Seconds(), 0.001)
+		fmt.Fprintf(w, "\r\033[K%s/%s: %d pages, %d rows, %.0f rows/s", source, stream, s.Pages, s.Seen, rowsPerSec)
 	}
 }
 

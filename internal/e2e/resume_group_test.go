@@ -249,66 +249,7 @@ WHERE datname = current_database() AND backend_type = 'client backend' AND appli
 		t.Fatalf("the final run failed: %v\n%s", final.err, final.output())
 	}
 
-	// Every invoice exactly once.
-	var count, distinct, deleted int64
-	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE deleted_at IS NOT NULL) FROM erp.invoices`).
-		Scan(&count, &distinct, &deleted); err != nil {
-		t.Fatal(err)
-	}
-	if count != totalInvoices || distinct != totalInvoices {
-		t.Errorf("erp.invoices: count %d, distinct ids %d; want %d and %d", count, distinct, totalInvoices, totalInvoices)
-	}
-	if deleted != 0 {
-		t.Errorf("%d invoices are marked deleted; the ERP deleted none", deleted)
-	}
-	rows, err := pool.Query(ctx, `SELECT id FROM erp.invoices WHERE source = 'default'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotSet := make(map[string]bool, len(got))
-	for _, id := range got {
-		gotSet[id] = true
-	}
-	simSet := map[string]bool{}
-	var missing []string
-	for _, inv := range sim.Invoices() {
-		id := strconv.FormatInt(inv.ID, 10)
-		simSet[id] = true
-		if !gotSet[id] {
-			missing = append(missing, id)
-		}
-	}
-	var extra []string
-	for id := range gotSet {
-		if !simSet[id] {
-			extra = append(extra, id)
-		}
-	}
-	if len(missing) > 0 || len(extra) > 0 {
-		slices.Sort(missing)
-		slices.Sort(extra)
-		t.Errorf("ids differ from the ERP's: %d missing %v, %d extra %v", len(missing), head(missing), len(extra), head(extra))
-	}
-
-	// Exact money.
-	var sum, big, bigPayload string
-	if err := pool.QueryRow(ctx, `SELECT sum(total_bc)::text FROM erp.invoices`).Scan(&sum); err != nil {
-		t.Fatal(err)
-	}
-	if want := sim.InvoiceTotal().String(); sum != want {
-		t.Errorf("sum(total_bc) = %s, want exactly %s", sum, want)
-	}
-	if err := pool.QueryRow(ctx, `SELECT total_bc::text, (payload->'total_bc')::text FROM erp.invoices WHERE id = $1`, bigID).
-		Scan(&big, &bigPayload); err != nil {
-		t.Fatalf("invoice %s: %v", bigID, err)
-	}
-	if big != bigTotal || bigPayload != bigTotal {
-		t.Errorf("invoice %s: total_bc %s, payload total_bc %s; want %s in both", bigID, big, bigPayload, bigTotal)
-	}
+	checkWarehouseExact(ctx, t, pool, sim, bigID)
 
 	// Re-fetches. The bearer tokens, in the order the simulator first saw
 	// them, tell the processes apart (each logs in once).

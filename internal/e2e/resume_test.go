@@ -310,69 +310,7 @@ WHERE datname = current_database() AND backend_type = 'client backend' AND appli
 		}
 	}
 
-	// Every invoice exactly once: the key rules out duplicates; count,
-	// distinct count and the id sets rule out gaps.
-	var count, distinct, deleted int64
-	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE deleted_at IS NOT NULL) FROM erp.invoices`).
-		Scan(&count, &distinct, &deleted); err != nil {
-		t.Fatal(err)
-	}
-	if count != totalInvoices || distinct != totalInvoices {
-		t.Errorf("erp.invoices: count %d, distinct ids %d; want %d and %d", count, distinct, totalInvoices, totalInvoices)
-	}
-	if deleted != 0 {
-		t.Errorf("%d invoices are marked deleted; the ERP deleted none", deleted)
-	}
-	rows, err := pool.Query(ctx, `SELECT id FROM erp.invoices WHERE source = 'default'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotSet := make(map[string]bool, len(got))
-	for _, id := range got {
-		gotSet[id] = true
-	}
-	simSet := map[string]bool{}
-	var missing []string
-	for _, inv := range sim.Invoices() {
-		id := strconv.FormatInt(inv.ID, 10)
-		simSet[id] = true
-		if !gotSet[id] {
-			missing = append(missing, id)
-		}
-	}
-	var extra []string
-	for id := range gotSet {
-		if !simSet[id] {
-			extra = append(extra, id)
-		}
-	}
-	if len(missing) > 0 || len(extra) > 0 {
-		slices.Sort(missing)
-		slices.Sort(extra)
-		t.Errorf("ids differ from the ERP's: %d missing %v, %d extra %v", len(missing), head(missing), len(extra), head(extra))
-	}
-
-	// Exact money: the SQL sum carries 6 fractional digits (the big
-	// invoice's) ending in a non-zero digit, so it has the same text as
-	// decimal's String.
-	var sum, big, bigPayload string
-	if err := pool.QueryRow(ctx, `SELECT sum(total_bc)::text FROM erp.invoices`).Scan(&sum); err != nil {
-		t.Fatal(err)
-	}
-	if want := sim.InvoiceTotal().String(); sum != want {
-		t.Errorf("sum(total_bc) = %s, want exactly %s", sum, want)
-	}
-	if err := pool.QueryRow(ctx, `SELECT total_bc::text, (payload->'total_bc')::text FROM erp.invoices WHERE id = $1`, bigID).
-		Scan(&big, &bigPayload); err != nil {
-		t.Fatalf("invoice %s: %v", bigID, err)
-	}
-	if big != bigTotal || bigPayload != bigTotal {
-		t.Errorf("invoice %s: total_bc %s, payload total_bc %s; want %s in both", bigID, big, bigPayload, bigTotal)
-	}
+	checkWarehouseExact(ctx, t, pool, sim, bigID)
 
 	// Re-fetches. Each process logs in once, so the bearer tokens, in the
 	// order the simulator first saw them, tell the processes apart (a
@@ -491,4 +429,73 @@ func deref[T any](p *T) any {
 		return "NULL"
 	}
 	return *p
+}
+
+// checkWarehouseExact proves every invoice of the simulator is in the
+// warehouse exactly once, none marked deleted, with exact money.
+func checkWarehouseExact(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sim *erpsim.Sim, bigID string) {
+	t.Helper()
+	// Every invoice exactly once: the key rules out duplicates; count,
+	// distinct count and the id sets rule out gaps.
+	var count, distinct, deleted int64
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE deleted_at IS NOT NULL) FROM erp.invoices`).
+		Scan(&count, &distinct, &deleted); err != nil {
+		t.Fatal(err)
+	}
+	if count != totalInvoices || distinct != totalInvoices {
+		t.Errorf("erp.invoices: count %d, distinct ids %d; want %d and %d", count, distinct, totalInvoices, totalInvoices)
+	}
+	if deleted != 0 {
+		t.Errorf("%d invoices are marked deleted; the ERP deleted none", deleted)
+	}
+	rows, err := pool.Query(ctx, `SELECT id FROM erp.invoices WHERE source = 'default'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotSet := make(map[string]bool, len(got))
+	for _, id := range got {
+		gotSet[id] = true
+	}
+	simSet := map[string]bool{}
+	var missing []string
+	for _, inv := range sim.Invoices() {
+		id := strconv.FormatInt(inv.ID, 10)
+		simSet[id] = true
+		if !gotSet[id] {
+			missing = append(missing, id)
+		}
+	}
+	var extra []string
+	for id := range gotSet {
+		if !simSet[id] {
+			extra = append(extra, id)
+		}
+	}
+	if len(missing) > 0 || len(extra) > 0 {
+		slices.Sort(missing)
+		slices.Sort(extra)
+		t.Errorf("ids differ from the ERP's: %d missing %v, %d extra %v", len(missing), head(missing), len(extra), head(extra))
+	}
+
+	// Exact money: the SQL sum carries 6 fractional digits (the big
+	// invoice's) ending in a non-zero digit, so it has the same text as
+	// decimal's String.
+	var sum, big, bigPayload string
+	if err := pool.QueryRow(ctx, `SELECT sum(total_bc)::text FROM erp.invoices`).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if want := sim.InvoiceTotal().String(); sum != want {
+		t.Errorf("sum(total_bc) = %s, want exactly %s", sum, want)
+	}
+	if err := pool.QueryRow(ctx, `SELECT total_bc::text, (payload->'total_bc')::text FROM erp.invoices WHERE id = $1`, bigID).
+		Scan(&big, &bigPayload); err != nil {
+		t.Fatalf("invoice %s: %v", bigID, err)
+	}
+	if big != bigTotal || bigPayload != bigTotal {
+		t.Errorf("invoice %s: total_bc %s, payload total_bc %s; want %s in both", bigID, big, bigPayload, bigTotal)
+	}
 }
