@@ -158,3 +158,13 @@ func fieldsOf(r Record) string {
 	}
 	return b.String()
 }
+
+// scanValid reports whether b is one valid JSON value.
+func scanValid(b []byte) error {
+	s := scanner{b: b}
+	s.ws()
+	if err := s.value(); err != nil {
+		return err
+	}
+	return s.end()
+}

@@ -124,9 +124,9 @@ func (s *scanner) object(member func(key, val []byte) error) error {
 	}
 }
 
-// array scans an array; elem, if not nil, is called with each element.
-// scanElem, if given, scans each element itself instead of value().
-func (s *scanner) array(elem func(val []byte), scanElem ...func() error) error {
+// array scans an array; scanElem, if not nil, scans each element (at
+// s.i) instead of value().
+func (s *scanner) array(scanElem func() error) error {
 	if s.depth++; s.depth > maxDepth {
 		return errDepth
 	}
@@ -137,21 +137,16 @@ func (s *scanner) array(elem func(val []byte), scanElem ...func() error) error {
 		s.i++
 		return nil
 	}
+	if scanElem == nil {
+		scanElem = s.value
+	}
 	for {
 		s.ws()
-		v0 := s.i
-		if len(scanElem) > 0 {
-			if s.i >= len(s.b) {
-				return s.fail("unexpected end of JSON input in array")
-			}
-			if err := scanElem[0](); err != nil {
-				return err
-			}
-		} else if err := s.value(); err != nil {
-			return err
+		if s.i >= len(s.b) {
+			return s.fail("unexpected end of JSON input in array")
 		}
-		if elem != nil {
-			elem(s.b[v0:s.i])
+		if err := scanElem(); err != nil {
+			return err
 		}
 		s.ws()
 		if s.i >= len(s.b) {
@@ -272,16 +267,6 @@ func (s *scanner) end() error {
 	return nil
 }
 
-// scanValid reports whether b is one valid JSON value.
-func scanValid(b []byte) error {
-	s := scanner{b: b}
-	s.ws()
-	if err := s.value(); err != nil {
-		return err
-	}
-	return s.end()
-}
-
 // envelope scans a top-level object, splitting the first "data" or
 // "results" array into p's records as it goes, and returns the members
 // (raw) and which key held the list.
@@ -342,7 +327,7 @@ func (s *scanner) envelope(p *Page) (map[string]json.RawMessage, string, error) 
 // each object element's fields, in one pass. The fields of all records
 // share one array.
 func (s *scanner) records(p *Page) error {
-	return s.array(nil, func() error {
+	return s.array(func() error {
 		v0 := s.i
 		if s.b[s.i] != '{' {
 			if err := s.value(); err != nil {
