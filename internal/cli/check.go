@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
 )
 
 // cmdCheck tries everything a run needs and says exactly what is wrong.
@@ -54,7 +55,9 @@ func cmdCheck(e *env) error {
 
 	for _, src := range cfg.Sources {
 		what := fmt.Sprintf("source %s (%s)", src.Name, src.BaseURL)
-		client, err := newClient(src, log, nil)
+		client, err := newClient(src, log, nil, func(o *erp.Options) {
+			o.MaxAttempts, o.MaxWaits, o.BackoffMax = 2, 2, time.Second
+		})
 		if err != nil {
 			fail(what, err)
 			continue

@@ -209,9 +209,10 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, migrate bool, log *sl
 	return nil
 }
 
-// newClient builds the ERP client of a source.
-func newClient(src config.Source, log *slog.Logger, obs erp.Observer) (*erp.Client, error) {
-	return erp.New(erp.Options{
+// newClient builds the ERP client of a source; tweak adjusts the options
+// for a command (check wants answers fast, not retries).
+func newClient(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...func(*erp.Options)) (*erp.Client, error) {
+	opt := erp.Options{
 		BaseURL:      src.BaseURL,
 		Auth:         src.Auth,
 		Username:     src.Username,
@@ -222,7 +223,11 @@ func newClient(src config.Source, log *slog.Logger, obs erp.Observer) (*erp.Clie
 		Timeout:      src.Timeout,
 		Observer:     obs,
 		Logger:       log.With("source", src.Name),
-	})
+	}
+	for _, t := range tweak {
+		t(&opt)
+	}
+	return erp.New(opt)
 }
 
 // streamsFor resolves the streams to run for a source: the named ones, or
