@@ -118,13 +118,14 @@ func cmdDemo(e *env) error {
 	psql := "psql " + shellQuote(redactURL(cfg.DatabaseURL.Value()))
 	fmt.Fprintf(e.stdout, `
 Now query the warehouse:
-  %[1]s -c "SELECT id, total_bc, payload->>'number' AS number, synced_at, deleted_at FROM erp.invoices ORDER BY synced_at DESC LIMIT 5"
-  %[1]s -c "SELECT sum(total_bc) FROM erp.invoices WHERE deleted_at IS NULL"
-  %[1]s -c "SELECT * FROM erp.currency_rates ORDER BY currency_id, valid_from"
+  %[1]s -c "SELECT id, number, total_bc, synced_at FROM erp.invoices_current ORDER BY synced_at DESC LIMIT 5"
+  %[1]s -c "SELECT sum(total_bc) FROM erp.invoices_current"
+  %[1]s -c "SELECT code, rate, valid_from, valid_to FROM erp.currency_rates ORDER BY code, valid_from"
   %[1]s -c "SELECT stream, status, pages, rows_seen, rows_inserted, rows_updated, rows_unchanged, rows_deleted FROM erp.sync_runs ORDER BY id"
   %[1]s -c "SELECT stream, field, change, detail, count FROM erp.schema_drift"
-  erpsync status   (with ERPSYNC_DATABASE_URL set to the database above)
-`, psql)
+  %[1]s -c "SELECT source, stream, age, last_run_status FROM erp.stream_freshness"
+  ERPSYNC_DATABASE_URL=%[2]s erpsync status
+`, psql, shellQuote(redactURL(cfg.DatabaseURL.Value())))
 	return nil
 }
 
