@@ -123,6 +123,9 @@ func schemaHash() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
+// URLFor is the URL of database name on the test server.
+func URLFor(name string) string { return withDB(AdminURL(), name) }
+
 func withDB(admin, name string) string {
 	u, err := url.Parse(admin)
 	if err != nil {

@@ -1,0 +1,74 @@
+package db_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/testdb"
+)
+
+// Replicas that start together on an empty database take turns: every
+// one of them succeeds and the schema is migrated once.
+func TestConcurrentMigrations(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, testdb.AdminURL())
+	if err != nil {
+		t.Skipf("no Postgres: %v", err)
+	}
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("erpsync_t_migrate_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+	url := testdb.URLFor(name)
+
+	const replicas = 4
+	var wg sync.WaitGroup
+	errs := make([]error, replicas)
+	applied := make([]int, replicas)
+	for i := range replicas {
+		wg.Go(func() {
+			pool, err := db.Open(ctx, url)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer pool.Close()
+			versions, err := db.Migrate(ctx, pool, nil)
+			errs[i], applied[i] = err, len(versions)
+		})
+	}
+	wg.Wait()
+	total := 0
+	for i := range replicas {
+		if errs[i] != nil {
+			t.Errorf("replica %d: %v", i, errs[i])
+		}
+		total += applied[i]
+	}
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	m, err := db.NewMigrator(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cur, target, err := m.Versions(ctx)
+	if err != nil || cur != target {
+		t.Fatalf("schema at %d of %d: %v", cur, target, err)
+	}
+	if total != int(target) {
+		t.Errorf("migrations applied %d times in all, want each of the %d once", total, target)
+	}
+}
