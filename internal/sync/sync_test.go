@@ -556,3 +556,75 @@ func TestSnapshotsAndDetails(t *testing.T) {
 		t.Errorf("messaging_stats snapshots = %d, want 1 (unchanged)", n)
 	}
 }
+
+// The database connection dies mid-sweep (a Postgres restart, a failover):
+// the run fails, and the next one resumes with nothing lost or doubled.
+func TestDatabaseConnectionLostMidSweep(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 600, Latency: 20 * time.Millisecond})
+	setBig(h.sim)
+	var pages atomic.Int32
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && pages.Add(1) == 4 {
+			if _, err := h.pool.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'erpsync'`); err != nil {
+				t.Errorf("terminating backends: %v", err)
+			}
+		}
+		return false
+	})
+	if res := h.run("invoices"); res.Status != sync.StatusFailed {
+		t.Fatalf("run that lost its connection: %s %v, want failed", res.Status, res.Err)
+	}
+	h.sim.SetHook(nil)
+	h.mustRun("invoices")
+	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 600 {
+		t.Errorf("rows = %d, want 600", n)
+	}
+	if got := h.text(`SELECT sum(total_bc)::text FROM erp.invoices`); got != h.sim.InvoiceTotal().String() {
+		t.Errorf("sum %s != %s", got, h.sim.InvoiceTotal())
+	}
+	if got := h.text(`SELECT string_agg(status, ',' ORDER BY id) FROM erp.sync_runs`); got != "failed,succeeded" {
+		t.Errorf("runs = %s, want the lost run closed as failed, then a success", got)
+	}
+}
+
+// Postgres empties UNLOGGED tables after a crash. A sweep that lived
+// through one must not mark rows deleted from its partial seen-list.
+func TestLostSeenListMarksNothingDeleted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 300})
+	h.runner.Prefetch = 0
+	h.mustRun("invoices") // bulk load
+	gone := fmt.Sprint(h.sim.Invoices()[299].ID)
+	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice { return inv[:299] })
+	var calls atomic.Int32
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == 3 {
+			w.WriteHeader(http.StatusForbidden)
+			return true
+		}
+		return false
+	})
+	if res := h.run("invoices"); res.Status != sync.StatusFailed {
+		t.Fatalf("status %s", res.Status)
+	}
+	h.sim.SetHook(nil)
+	if _, err := h.pool.Exec(context.Background(), `TRUNCATE erp.sweep_seen`); err != nil { // what crash recovery does
+		t.Fatal(err)
+	}
+	res := h.mustRun("invoices")
+	if res.Stats.Deleted != 0 {
+		t.Errorf("deleted = %d after the seen-list was lost, want 0", res.Stats.Deleted)
+	}
+	if got := h.text(`SELECT note FROM erp.sync_runs ORDER BY id DESC LIMIT 1`); !strings.Contains(got, "seen-list lost") {
+		t.Errorf("note = %q", got)
+	}
+	// The next whole sweep sees the truth again.
+	if res := h.mustRun("invoices"); res.Stats.Deleted != 1 {
+		t.Errorf("next sweep deleted = %d, want 1", res.Stats.Deleted)
+	}
+	if got := h.text(`SELECT (deleted_at IS NOT NULL)::text FROM erp.invoices WHERE id = $1`, gone); got != "true" {
+		t.Errorf("vanished invoice deleted_at set = %s", got)
+	}
+}
