@@ -23,7 +23,10 @@ type Migrator struct {
 
 // NewMigrator wraps the pool for goose, which speaks database/sql.
 func NewMigrator(pool *pgxpool.Pool, log *slog.Logger) (*Migrator, error) {
-	locker, err := lock.NewPostgresSessionLocker()
+	// Poll for the lock every second for up to 5 minutes (goose's default
+	// polls every 5 s: a replica would idle that long behind a migration
+	// that takes milliseconds).
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return nil, fmt.Errorf("migration lock: %w", err)
 	}
