@@ -72,28 +72,7 @@ func testPool(t *testing.T, ctx context.Context, dbURL string) *pgxpool.Pool {
 // startDaemon starts `erpsync run`.
 func startDaemon(t *testing.T, ctx context.Context, bin string, env []string, n int) *process {
 	t.Helper()
-	p := &process{n: n, done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, bin, "run")
-	p.cmd.Env = env
-	p.cmd.Stdout = &p.stdout
-	p.cmd.Stderr = &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting erpsync run: %v", err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s", p.output())
-		}
-	})
-	return p
+	return startErpsync(t, ctx, bin, env, n, "run")
 }
 
 // pollUntil polls cond every interval until it holds; the timeout is the

@@ -64,30 +64,6 @@ const (
 // and 1.9 s after a commit catch groups that outlive their second.
 var maxRefetch = int((maxGroupAge+groupLatency-1)/groupLatency) + 2
 
-// startSyncArgs starts the binary with the given arguments; see startSync.
-func startSyncArgs(t *testing.T, ctx context.Context, bin string, env []string, n int, args ...string) *process {
-	t.Helper()
-	p := &process{n: n, done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, bin, args...)
-	p.cmd.Env = env
-	p.cmd.Stdout = &p.stdout
-	p.cmd.Stderr = &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting erpsync: %v", err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
 type groupCheckpoint struct {
 	sweepID, lastSweepID, lastSweepRows *int64
 	cursor                              *string
@@ -153,7 +129,7 @@ func TestResumeAfterKillGroupCommits(t *testing.T) {
 	var kills []kill
 	var lastPages, sweepID, maxStep int64
 	for i, delay := range delays {
-		p := startSyncArgs(t, ctx, bin, env, i+1, args...)
+		p := startErpsync(t, ctx, bin, env, i+1, args...)
 		// The first run must commit more than maxRefetch pages (two
 		// groups), the others must advance the checkpoint (one group).
 		target := lastPages + 1
@@ -239,7 +215,7 @@ WHERE datname = current_database() AND backend_type = 'client backend' AND appli
 		t.Errorf("the checkpoint never advanced by more than %d pages in one step: no group commits seen", maxStep)
 	}
 
-	final := startSyncArgs(t, ctx, bin, env, len(delays)+1, args...)
+	final := startErpsync(t, ctx, bin, env, len(delays)+1, args...)
 	select {
 	case <-final.done:
 	case <-ctx.Done():

@@ -77,18 +77,24 @@ func (p *process) output() string {
 	return fmt.Sprintf("--- erpsync run #%d stdout ---\n%s\n--- stderr ---\n%s", p.n, p.stdout.String(), p.stderr.String())
 }
 
+// startSync starts `erpsync sync invoices --prefetch 0`: no page fetched
+// ahead, so a kill can cost at most the page in flight.
 func startSync(t *testing.T, ctx context.Context, bin string, env []string, n int) *process {
 	t.Helper()
+	return startErpsync(t, ctx, bin, env, n, "sync", "invoices", "--prefetch", "0")
+}
+
+// startErpsync starts the binary with args; the test's cleanup kills it
+// if it still runs and, when the test failed, logs what it printed.
+func startErpsync(t *testing.T, ctx context.Context, bin string, env []string, n int, args ...string) *process {
+	t.Helper()
 	p := &process{n: n, done: make(chan struct{})}
-	// Flags go before the stream: `sync invoices --prefetch 0` takes
-	// "--prefetch" for a stream name (Go's flag package stops at the first
-	// argument that is not a flag).
-	p.cmd = exec.CommandContext(ctx, bin, "sync", "--prefetch", "0", "invoices")
+	p.cmd = exec.CommandContext(ctx, bin, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting erpsync: %v", err)
+		t.Fatalf("starting erpsync %v: %v", args, err)
 	}
 	go func() {
 		p.err = p.cmd.Wait()
@@ -98,6 +104,9 @@ func startSync(t *testing.T, ctx context.Context, bin string, env []string, n in
 		if !p.exited() {
 			_ = p.cmd.Process.Kill()
 			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s", p.output())
 		}
 	})
 	return p
