@@ -1,6 +1,7 @@
-// Package metrics exposes erpsync's Prometheus metrics. Every name starts
-// with erpsync_; labels carry source and stream names, never secrets or
-// ids of records.
+// Package metrics exposes erpsync's Prometheus metrics: its own series,
+// all named erpsync_*, beside the standard go_*, process_* and promhttp_*
+// ones. Labels carry source, stream and route names, never secrets or ids
+// of records.
 package metrics
 
 import (
