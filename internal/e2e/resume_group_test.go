@@ -165,15 +165,7 @@ func TestResumeAfterKillGroupCommits(t *testing.T) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 			t.Fatalf("run #%d: want death by SIGKILL, got %v\n%s", i+1, p.err, p.output())
 		}
-		// Postgres finishes (or rolls back) what the dead client sent and
-		// then drops its session, releasing the stream lock. Only then is
-		// the checkpoint final and the next start able to take the lock.
-		waitFor(t, ctx, 20*time.Second, "the killed process's Postgres sessions to end", func() (bool, error) {
-			var n int
-			err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> $1`, testAppName).Scan(&n)
-			return n == 0, err
-		})
+		waitSessionsGone(t, ctx, pool, 20*time.Second)
 		cp, ok, err := readGroupCheckpoint(ctx, pool)
 		if err != nil || !ok {
 			t.Fatalf("checkpoint after kill #%d: found %v, err %v", i+1, ok, err)

@@ -222,17 +222,7 @@ func TestResumeAfterKill(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	dbURL := testdb.New(t)
-	pcfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.ConnConfig.RuntimeParams["application_name"] = testAppName
-	pcfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testPool(t, ctx, dbURL)
 
 	env := []string{
 		"ERPSYNC_DATABASE_URL=" + dbURL,
@@ -279,15 +269,7 @@ func TestResumeAfterKill(t *testing.T) {
 		if !errors.As(p.err, &ee) || ee.Exited() {
 			t.Fatalf("run #%d: want death by SIGKILL, got %v\n%s", i+1, p.err, p.output())
 		}
-		// Postgres finishes (or rolls back) what the dead client sent and
-		// then drops its session, releasing the stream lock. Only then is
-		// the checkpoint final and the next start able to take the lock.
-		waitFor(t, ctx, 30*time.Second, "the killed process's Postgres sessions to end", func() (bool, error) {
-			var n int
-			err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> $1`, testAppName).Scan(&n)
-			return n == 0, err
-		})
+		waitSessionsGone(t, ctx, pool, 30*time.Second)
 		cp, ok, err := readCheckpoint(ctx, pool)
 		if err != nil || !ok {
 			t.Fatalf("checkpoint after kill #%d: found %v, err %v", i+1, ok, err)
@@ -507,4 +489,18 @@ func checkWarehouseExact(ctx context.Context, t *testing.T, pool *pgxpool.Pool, 
 	if big != bigTotal || bigPayload != bigTotal {
 		t.Errorf("invoice %s: total_bc %s, payload total_bc %s; want %s in both", bigID, big, bigPayload, bigTotal)
 	}
+}
+
+// waitSessionsGone waits until no Postgres session but the test's own is
+// left on the database. Postgres finishes (or rolls back) what a killed
+// client sent and then drops its session, releasing the stream lock: only
+// then is the checkpoint final and the next start able to take the lock.
+func waitSessionsGone(t *testing.T, ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, ctx, timeout, "the killed process's Postgres sessions to end", func() (bool, error) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> $1`, testAppName).Scan(&n)
+		return n == 0, err
+	})
 }
