@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -18,20 +19,50 @@ func newRand(seed int64, stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15^stream))
 }
 
+// customerNames and invoiceDates never change, so every simulator (and every
+// tenant of a fleet) shares one copy.
+var (
+	customerNames = sync.OnceValue(func() []string {
+		c := make([]string, numCustomers+1)
+		for i := 1; i <= numCustomers; i++ {
+			c[i] = "Customer " + strconv.Itoa(i)
+		}
+		return c
+	})
+	invoiceDates = sync.OnceValue(func() []string {
+		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		d := make([]string, 365)
+		for i := range d {
+			d[i] = base.AddDate(0, 0, i).Format(time.DateOnly)
+		}
+		return d
+	})
+)
+
+// invoiceNumbers hands out the strings "INV-2026-000001"... so that several
+// simulators built from one table (the tenants of a fleet) share them instead
+// of holding one copy each.
+type invoiceNumbers struct {
+	mu   sync.Mutex
+	nums []string
+}
+
+// first returns the first n invoice numbers.
+func (t *invoiceNumbers) first(n int) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.nums); i < n; i++ {
+		t.nums = append(t.nums, fmt.Sprintf("INV-2026-%06d", i+1))
+	}
+	return t.nums[:n:n]
+}
+
 // generateInvoices builds n invoices deterministically from seed. Strings that
-// repeat (dates, customer names, currencies, statuses) are shared to keep
-// large sets (a million invoices) compact.
-func generateInvoices(n int, seed int64) []Invoice {
+// repeat (numbers, dates, customer names, currencies, statuses) are shared to
+// keep large sets (a million invoices, or many tenants) compact.
+func generateInvoices(n int, seed int64, numbers *invoiceNumbers) []Invoice {
 	r := newRand(seed, 1)
-	customers := make([]string, numCustomers+1)
-	for i := 1; i <= numCustomers; i++ {
-		customers[i] = "Customer " + strconv.Itoa(i)
-	}
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	dates := make([]string, 365)
-	for i := range dates {
-		dates[i] = base.AddDate(0, 0, i).Format(time.DateOnly)
-	}
+	customers, dates, nums := customerNames(), invoiceDates(), numbers.first(n)
 	currencies := [...]string{"USD", "USD", "USD", "USD", "USD", "USD", "USD", "EUR", "EUR", "GBP"}
 	out := make([]Invoice, n)
 	for i := range out {
@@ -45,7 +76,7 @@ func generateInvoices(n int, seed int64) []Invoice {
 		}
 		out[i] = Invoice{
 			ID:         int64(firstInvoice + i),
-			Number:     fmt.Sprintf("INV-2026-%06d", i+1),
+			Number:     nums[i],
 			Date:       dates[int(int64(i)*int64(len(dates))/int64(max(n, 1)))],
 			Customer:   customers[cust],
 			CustomerID: int64(cust),
@@ -57,34 +88,168 @@ func generateInvoices(n int, seed int64) []Invoice {
 	return out
 }
 
+// ---- fixtures of the accounting and messaging routes -------------------------
+//
+// Field order in these structs is the order on the wire; tests and stored
+// payload hashes depend on it.
+
+type cashbox struct {
+	ID           int    `json:"id"`
+	Name         string `json:"name"`
+	Type         string `json:"type"`
+	CurrencyCode string `json:"currency_code"`
+	Balance      money  `json:"balance"`
+	IsActive     bool   `json:"is_active"`
+	BranchID     int    `json:"branch_id"`
+}
+
+// accessGrant is one user's rights on a cashbox. The user fields are omitted
+// when zero, which only the hostile grant without a user is.
+type accessGrant struct {
+	UserID   int    `json:"user_id,omitzero"`
+	Username string `json:"username,omitzero"`
+	CanView  bool   `json:"can_view"`
+	CanPost  bool   `json:"can_post"`
+}
+
+type reconciliation struct {
+	ID              int     `json:"id"`
+	CashboxID       int     `json:"cashbox_id"`
+	Status          string  `json:"status"`
+	ExpectedBalance money   `json:"expected_balance"`
+	CountedBalance  money   `json:"counted_balance"`
+	Difference      money   `json:"difference"`
+	ReconciledAt    *string `json:"reconciled_at"` // null while a draft
+}
+
+type journalEntry struct {
+	ID          string `json:"id"`
+	Date        string `json:"date"`
+	Reference   string `json:"reference"`
+	TotalDebit  money  `json:"total_debit"`
+	TotalCredit money  `json:"total_credit"`
+	Status      string `json:"status"`
+}
+
+// journalLine is one line of a journal preview.
+type journalLine struct {
+	Line        int    `json:"line"`
+	AccountCode string `json:"account_code"`
+	AccountName string `json:"account_name"`
+	Debit       money  `json:"debit"`
+	Credit      money  `json:"credit"`
+}
+
+type journalPreview struct {
+	Lines []journalLine `json:"lines"`
+}
+
+type voucher struct {
+	ID           string `json:"id"`
+	Number       string `json:"number"`
+	Date         string `json:"date"`
+	Party        string `json:"party"`
+	Amount       money  `json:"amount"`
+	CurrencyCode string `json:"currency_code"`
+	Status       string `json:"status"`
+}
+
+type balanceNode struct {
+	ID       int           `json:"id"`
+	Code     string        `json:"code"`
+	Name     string        `json:"name"`
+	Balance  money         `json:"balance"`
+	Children []balanceNode `json:"children"` // [] for a leaf, never null
+}
+
+type conversation struct {
+	ID            int    `json:"id"`
+	Contact       string `json:"contact"`
+	Status        string `json:"status"`
+	LastMessageAt string `json:"last_message_at"`
+}
+
+type message struct {
+	ID             int    `json:"id"`
+	ConversationID int    `json:"conversation_id"`
+	Direction      string `json:"direction"`
+	Body           string `json:"body"`
+	SentAt         string `json:"sent_at"`
+}
+
+type messageTemplate struct {
+	ID       int    `json:"id"`
+	Name     string `json:"name"`
+	Language string `json:"language"`
+	Body     string `json:"body"`
+}
+
+type queueItem struct {
+	ID        int    `json:"id"`
+	Status    string `json:"status"`
+	Attempts  int    `json:"attempts"`
+	MessageID int    `json:"message_id"`
+}
+
+type messagingStats struct {
+	Sent   int `json:"sent"`
+	Failed int `json:"failed"`
+	Queued int `json:"queued"`
+}
+
+type messagingSettings struct {
+	APIKey     string `json:"api_key"`
+	WebhookURL string `json:"webhook_url"`
+	Enabled    bool   `json:"enabled"`
+}
+
+// fixtures is the data of every route except invoices and currencies. It is
+// immutable once built.
 type fixtures struct {
-	cashboxes     []obj
-	access        map[int][]obj
-	recons        []obj
-	journals      []obj
-	journalLines  map[string][]obj
-	payments      []obj
-	paymentLines  map[string][]obj
-	receipts      []obj
-	receiptLines  map[string][]obj
-	balanceSheet  []obj
-	conversations []obj
-	messages      []obj
-	templates     []obj
-	queue         []obj
-	stats         obj
-	settings      obj
+	cashboxes     []cashbox
+	access        map[int][]accessGrant
+	recons        []reconciliation
+	journals      []journalEntry
+	journalLines  map[string][]journalLine
+	payments      []voucher
+	paymentLines  map[string][]journalLine
+	receipts      []voucher
+	receiptLines  map[string][]journalLine
+	balanceSheet  []balanceNode
+	conversations []conversation
+	messages      []message
+	templates     []messageTemplate
+	queue         []queueItem
+	stats         messagingStats
+	settings      messagingSettings
 }
 
 func cents(c int64) decimal.Decimal { return decimal.New(c, -2) }
 
-func buildFixtures(seed int64, branch int) fixtures {
+// documentID is the id of the i-th (from 0) journal entry or voucher: with
+// slashIDs "JE/2026/000001", else "JE-000001".
+func documentID(prefix string, i int, slashIDs bool) string {
+	if slashIDs {
+		return fmt.Sprintf("%s/2026/%06d", prefix, i+1)
+	}
+	return fmt.Sprintf("%s-%06d", prefix, i+1)
+}
+
+// buildFixtures draws the fixtures from seed. Money carries its wire format,
+// so each format is its own set; both sets hold the same values because they
+// come from the same draws.
+func buildFixtures(seed int64, branch int, slashIDs, moneyAsString bool) *fixtures {
 	r := newRand(seed, 2)
+	m := func(d decimal.Decimal) money { return money{d: d, asString: moneyAsString} }
 	amount := func(lo, hi int64) decimal.Decimal { return cents(lo + r.Int64N(hi-lo+1)) }
 	day := func(i int) string {
 		return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i).Format(time.DateOnly)
 	}
-	var fx fixtures
+	zero := m(cents(0))
+	line := func(n int, code, name string, debit, credit money) journalLine {
+		return journalLine{Line: n, AccountCode: code, AccountName: name, Debit: debit, Credit: credit}
+	}
+	fx := &fixtures{}
 
 	boxes := []struct{ name, typ, cur string }{
 		{"Main till", "cash", "USD"},
@@ -92,20 +257,20 @@ func buildFixtures(seed int64, branch int) fixtures {
 		{"Euro account", "bank", "EUR"},
 		{"Petty cash", "cash", "USD"},
 	}
-	fx.access = map[int][]obj{}
+	fx.access = map[int][]accessGrant{}
 	users := []struct {
 		id   int
 		name string
 	}{{3, "alice"}, {4, "bob"}, {5, "carol"}}
 	for i, b := range boxes {
 		id := i + 1
-		fx.cashboxes = append(fx.cashboxes, obj{
-			{"id", id}, {"name", b.name}, {"type", b.typ}, {"currency_code", b.cur},
-			{"balance", amount(10000, 50000000)}, {"is_active", true}, {"branch_id", branch},
+		fx.cashboxes = append(fx.cashboxes, cashbox{
+			ID: id, Name: b.name, Type: b.typ, CurrencyCode: b.cur,
+			Balance: m(amount(10000, 50000000)), IsActive: true, BranchID: branch,
 		})
-		var acc []obj
+		var acc []accessGrant
 		for j, u := range users[:len(users)-i%2] {
-			acc = append(acc, obj{{"user_id", u.id}, {"username", u.name}, {"can_view", true}, {"can_post", (i+j)%2 == 0}})
+			acc = append(acc, accessGrant{UserID: u.id, Username: u.name, CanView: true, CanPost: (i+j)%2 == 0})
 		}
 		fx.access[id] = acc
 	}
@@ -116,56 +281,56 @@ func buildFixtures(seed int64, branch int) fixtures {
 		if i%3 == 1 {
 			counted = expected.Sub(cents(int64(100 + 50*i)))
 		}
-		st, at := "completed", any(day(i*7)+"T18:00:00Z")
-		if i >= 4 {
-			st, at = "draft", nil
+		rec := reconciliation{
+			ID: i + 1, CashboxID: i%len(boxes) + 1, Status: "completed",
+			ExpectedBalance: m(expected), CountedBalance: m(counted), Difference: m(counted.Sub(expected)),
 		}
-		fx.recons = append(fx.recons, obj{
-			{"id", i + 1}, {"cashbox_id", i%len(boxes) + 1}, {"status", st},
-			{"expected_balance", expected}, {"counted_balance", counted},
-			{"difference", counted.Sub(expected)}, {"reconciled_at", at},
-		})
+		if i >= 4 {
+			rec.Status = "draft"
+		} else {
+			at := day(i*7) + "T18:00:00Z"
+			rec.ReconciledAt = &at
+		}
+		fx.recons = append(fx.recons, rec)
 	}
 
-	fx.journalLines = map[string][]obj{}
+	fx.journalLines = map[string][]journalLine{}
 	for i := range 30 {
-		id := fmt.Sprintf("JE-%06d", i+1)
+		id := documentID("JE", i, slashIDs)
 		total := amount(1000, 10000000)
 		part := total.Mul(decimal.New(int64(20+r.IntN(60)), -2)).Round(2)
-		zero := cents(0)
-		fx.journals = append(fx.journals, obj{
-			{"id", id}, {"date", day(i)}, {"reference", fmt.Sprintf("REF-%04d", i+1)},
-			{"total_debit", total}, {"total_credit", total}, {"status", "posted"},
+		fx.journals = append(fx.journals, journalEntry{
+			ID: id, Date: day(i), Reference: fmt.Sprintf("REF-%04d", i+1),
+			TotalDebit: m(total), TotalCredit: m(total), Status: "posted",
 		})
-		fx.journalLines[id] = []obj{
-			line(1, "5000", "Operating expenses", part, zero),
-			line(2, "5100", "Rent", total.Sub(part), zero),
-			line(3, "1000", "Cash", zero, total),
+		fx.journalLines[id] = []journalLine{
+			line(1, "5000", "Operating expenses", m(part), zero),
+			line(2, "5100", "Rent", m(total.Sub(part)), zero),
+			line(3, "1000", "Cash", zero, m(total)),
 		}
 	}
 
 	parties := []string{"Acme Supplies", "Globex", "Initech", "Umbrella Corp", "Stark Industries", "Wayne Enterprises"}
-	fx.paymentLines = map[string][]obj{}
-	fx.receiptLines = map[string][]obj{}
+	fx.paymentLines = map[string][]journalLine{}
+	fx.receiptLines = map[string][]journalLine{}
 	for i := range 12 {
-		zero := cents(0)
-		pid := fmt.Sprintf("PV-%06d", i+1)
-		pa := amount(500, 2000000)
-		fx.payments = append(fx.payments, obj{
-			{"id", pid}, {"number", fmt.Sprintf("PV-2026-%04d", i+1)}, {"date", day(2 * i)},
-			{"party", parties[i%len(parties)]}, {"amount", pa}, {"currency_code", "USD"}, {"status", "posted"},
+		pid := documentID("PV", i, slashIDs)
+		pa := m(amount(500, 2000000))
+		fx.payments = append(fx.payments, voucher{
+			ID: pid, Number: fmt.Sprintf("PV-2026-%04d", i+1), Date: day(2 * i),
+			Party: parties[i%len(parties)], Amount: pa, CurrencyCode: "USD", Status: "posted",
 		})
-		fx.paymentLines[pid] = []obj{
+		fx.paymentLines[pid] = []journalLine{
 			line(1, "2000", "Accounts payable", pa, zero),
 			line(2, "1000", "Cash", zero, pa),
 		}
-		rid := fmt.Sprintf("RV-%06d", i+1)
-		ra := amount(500, 2000000)
-		fx.receipts = append(fx.receipts, obj{
-			{"id", rid}, {"number", fmt.Sprintf("RV-2026-%04d", i+1)}, {"date", day(2*i + 1)},
-			{"party", "Customer " + strconv.Itoa(i+1)}, {"amount", ra}, {"currency_code", "USD"}, {"status", "posted"},
+		rid := documentID("RV", i, slashIDs)
+		ra := m(amount(500, 2000000))
+		fx.receipts = append(fx.receipts, voucher{
+			ID: rid, Number: fmt.Sprintf("RV-2026-%04d", i+1), Date: day(2*i + 1),
+			Party: "Customer " + strconv.Itoa(i+1), Amount: ra, CurrencyCode: "USD", Status: "posted",
 		})
-		fx.receiptLines[rid] = []obj{
+		fx.receiptLines[rid] = []journalLine{
 			line(1, "1000", "Cash", ra, zero),
 			line(2, "1100", "Accounts receivable", zero, ra),
 		}
@@ -176,17 +341,17 @@ func buildFixtures(seed int64, branch int) fixtures {
 	pay, loans, capital := amount(10000, 3000000), amount(10000, 3000000), amount(10000, 3000000)
 	assets := cash.Add(recv).Add(equip)
 	retained := assets.Sub(pay).Sub(loans).Sub(capital)
-	leaf := func(id int, code, name string, bal decimal.Decimal) obj {
-		return obj{{"id", id}, {"code", code}, {"name", name}, {"balance", bal}, {"children", []obj{}}}
+	leaf := func(id int, code, name string, bal decimal.Decimal) balanceNode {
+		return balanceNode{ID: id, Code: code, Name: name, Balance: m(bal), Children: []balanceNode{}}
 	}
-	node := func(id int, code, name string, children ...obj) obj {
+	node := func(id int, code, name string, children ...balanceNode) balanceNode {
 		sum := cents(0)
 		for _, c := range children {
-			sum = sum.Add(c[3].v.(decimal.Decimal))
+			sum = sum.Add(c.Balance.d)
 		}
-		return obj{{"id", id}, {"code", code}, {"name", name}, {"balance", sum}, {"children", children}}
+		return balanceNode{ID: id, Code: code, Name: name, Balance: m(sum), Children: children}
 	}
-	fx.balanceSheet = []obj{
+	fx.balanceSheet = []balanceNode{
 		node(1, "1", "Assets",
 			node(2, "11", "Current assets", leaf(3, "1000", "Cash", cash), leaf(4, "1100", "Accounts receivable", recv)),
 			node(5, "12", "Fixed assets", leaf(6, "1200", "Equipment", equip))),
@@ -195,34 +360,30 @@ func buildFixtures(seed int64, branch int) fixtures {
 	}
 
 	for i := range 3 {
-		fx.conversations = append(fx.conversations, obj{
-			{"id", i + 1}, {"contact", fmt.Sprintf("+1555010%d", i)}, {"status", []string{"open", "open", "closed"}[i]},
-			{"last_message_at", day(i) + "T09:30:00Z"},
+		fx.conversations = append(fx.conversations, conversation{
+			ID: i + 1, Contact: fmt.Sprintf("+1555010%d", i), Status: []string{"open", "open", "closed"}[i],
+			LastMessageAt: day(i) + "T09:30:00Z",
 		})
 	}
 	for i := range 5 {
-		fx.messages = append(fx.messages, obj{
-			{"id", i + 1}, {"conversation_id", i%3 + 1}, {"direction", []string{"in", "out"}[i%2]},
-			{"body", fmt.Sprintf("Message %d", i+1)}, {"sent_at", day(i) + "T09:31:00Z"},
+		fx.messages = append(fx.messages, message{
+			ID: i + 1, ConversationID: i%3 + 1, Direction: []string{"in", "out"}[i%2],
+			Body: fmt.Sprintf("Message %d", i+1), SentAt: day(i) + "T09:31:00Z",
 		})
 	}
-	fx.templates = []obj{
-		{{"id", 1}, {"name", "invoice_ready"}, {"language", "en"}, {"body", "Your invoice {{1}} is ready."}},
-		{{"id", 2}, {"name", "payment_received"}, {"language", "en"}, {"body", "We received {{1}}. Thank you."}},
+	fx.templates = []messageTemplate{
+		{ID: 1, Name: "invoice_ready", Language: "en", Body: "Your invoice {{1}} is ready."},
+		{ID: 2, Name: "payment_received", Language: "en", Body: "We received {{1}}. Thank you."},
 	}
-	fx.queue = []obj{
-		{{"id", 1}, {"status", "pending"}, {"attempts", 0}, {"message_id", 4}},
-		{{"id", 2}, {"status", "failed"}, {"attempts", 3}, {"message_id", 5}},
+	fx.queue = []queueItem{
+		{ID: 1, Status: "pending", Attempts: 0, MessageID: 4},
+		{ID: 2, Status: "failed", Attempts: 3, MessageID: 5},
 	}
-	fx.stats = obj{{"sent", 42}, {"failed", 3}, {"queued", 2}}
-	fx.settings = obj{
-		{"api_key", "sim-secret-do-not-sync"},
-		{"webhook_url", "https://example.invalid/messaging/webhook"},
-		{"enabled", true},
+	fx.stats = messagingStats{Sent: 42, Failed: 3, Queued: 2}
+	fx.settings = messagingSettings{
+		APIKey:     "sim-secret-do-not-sync",
+		WebhookURL: "https://example.invalid/messaging/webhook",
+		Enabled:    true,
 	}
 	return fx
-}
-
-func line(n int, code, name string, debit, credit decimal.Decimal) obj {
-	return obj{{"line", n}, {"account_code", code}, {"account_name", name}, {"debit", debit}, {"credit", credit}}
 }

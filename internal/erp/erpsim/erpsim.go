@@ -1,7 +1,6 @@
 // Package erpsim is an in-process simulator of the ERP HTTP API that erpsync
-// mirrors (see seed/erp-http-api.md and SPEC section 8). It is an
-// http.Handler: tests wrap it in httptest.NewServer, `erpsync demo` serves it
-// on loopback with Serve.
+// mirrors. It is an http.Handler: tests wrap it in httptest.NewServer,
+// `erpsync demo` serves it on loopback with Serve.
 //
 // The simulator follows the reference (token auth, cursor-paged invoice list,
 // currency scope rules, accounting and messaging lists) and has knobs for what
@@ -31,7 +30,7 @@ import (
 // Envelope is the response shape of the simple list routes.
 type Envelope string
 
-// The list envelopes a client must accept (SPEC section 1).
+// The list envelopes a client must accept.
 const (
 	EnvelopeData       Envelope = "data"       // {"ok":true,"data":[...]}
 	EnvelopeArray      Envelope = "array"      // bare [...]
@@ -67,6 +66,11 @@ type Options struct {
 	Faults                 Faults
 	MaxRequestLog          int  // default 100000
 	ForbidLogin            bool // logins with good credentials answer 403
+	// SlashIDs gives journal entries and vouchers ids with slashes
+	// ("JE/2026/000001", "PV/2026/000001", "RV/2026/000001"), as some
+	// installations number them; their journal-preview routes then take the
+	// id with the slashes escaped (JE%2F2026%2F000001).
+	SlashIDs bool
 	// Now is the clock (default time.Now); tests use it for token expiry.
 	Now func() time.Time
 }
@@ -141,7 +145,9 @@ type Sim struct {
 	pre      map[int]*preEncoded
 
 	currencies []Currency
-	fx         fixtures
+	fx         [2]*fixtures // by money format (0 number, 1 string), built on first use
+
+	authMux, dataMux *http.ServeMux
 }
 
 // New returns a simulator with generated data.
@@ -202,10 +208,10 @@ func New(opts Options) *Sim {
 		forbidLogin: opts.ForbidLogin,
 		tokens:      map[string]tokenInfo{},
 		gen:         1,
-		invoices:    generateInvoices(opts.Invoices, opts.Seed),
+		invoices:    generateInvoices(opts.Invoices, opts.Seed, &invoiceNumbers{}),
 		currencies:  defaultCurrencies(),
-		fx:          buildFixtures(opts.Seed, opts.BranchID),
 	}
+	s.authMux, s.dataMux = s.authRoutes(), s.dataRoutes()
 	return s
 }
 
@@ -533,17 +539,15 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	path := r.URL.Path
-	isAuth := strings.HasPrefix(path, "/api/auth/")
+	isAuth := strings.HasPrefix(r.URL.Path, "/api/auth/")
 	isRead := r.Method == http.MethodGet || r.Method == http.MethodHead
-
 	if !isRead && !(isAuth && r.Method == http.MethodPost) {
 		// Writes are recorded and acknowledged so tests can prove erpsync never writes.
 		writeJSON(w, http.StatusOK, `{"ok":true}`)
 		return
 	}
 	if isAuth {
-		s.serveAuth(w, r)
+		serveRoute(s.authMux, w, r)
 		return
 	}
 	if s.injectFault(w) {
@@ -554,7 +558,7 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
 		return
 	}
-	s.route(w, r)
+	serveRoute(s.dataMux, w, r)
 }
 
 // injectFault applies Faults to a data GET; it reports whether it answered.
@@ -611,22 +615,6 @@ func ceilSeconds(d time.Duration) int64 {
 	return max(sec, 1)
 }
 
-func writeJSON(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
-}
-
-func writeBytes(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
-func notFound(w http.ResponseWriter) {
-	writeJSON(w, http.StatusNotFound, `{"detail":"not found"}`)
-}
-
 // ---- auth ------------------------------------------------------------------------
 
 func (s *Sim) bearer(r *http.Request) (string, bool) {
@@ -669,49 +657,49 @@ func (s *Sim) authorized(r *http.Request) bool {
 	return s.pluginOK(r)
 }
 
-func (s *Sim) serveAuth(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/api/auth/token/":
-		if r.Method != http.MethodPost {
-			writeJSON(w, http.StatusMethodNotAllowed, `{"detail":"method not allowed"}`)
-			return
-		}
-		s.login(w, r)
-	case "/api/auth/me/":
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeJSON(w, http.StatusMethodNotAllowed, `{"detail":"method not allowed"}`)
-			return
-		}
-		username := ""
-		if tok, ok := s.bearer(r); ok && s.tokenLive(tok) {
-			username = s.opts.Username
-		} else if s.pluginOK(r) {
-			username = s.opts.ClientID
-		} else {
-			writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
-			return
-		}
-		var e enc
-		e.val(obj{{"id", 7}, {"username", username}, {"company_id", s.opts.CompanyID}, {"branch_id", s.opts.BranchID}})
-		writeBytes(w, http.StatusOK, e.b)
-	case "/api/auth/revoke/":
-		if r.Method != http.MethodPost {
-			writeJSON(w, http.StatusMethodNotAllowed, `{"detail":"method not allowed"}`)
-			return
-		}
-		tok, ok := s.bearer(r)
-		if !ok || !s.tokenLive(tok) {
-			writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
-			return
-		}
-		s.mu.Lock()
-		delete(s.tokens, tok)
-		s.revocations++
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, `{"ok":true}`)
-	default:
-		notFound(w)
+// me answers who the credentials belong to, with the company and branch
+// context of the token.
+func (s *Sim) me(w http.ResponseWriter, r *http.Request) {
+	username := ""
+	if tok, ok := s.bearer(r); ok && s.tokenLive(tok) {
+		username = s.opts.Username
+	} else if s.pluginOK(r) {
+		username = s.opts.ClientID
+	} else {
+		writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
+		return
 	}
+	writeValue(w, http.StatusOK, meJSON{ID: 7, Username: username, CompanyID: s.opts.CompanyID, BranchID: s.opts.BranchID})
+}
+
+type meJSON struct {
+	ID        int    `json:"id"`
+	Username  string `json:"username"`
+	CompanyID int    `json:"company_id"`
+	BranchID  int    `json:"branch_id"`
+}
+
+// revoke ends only the presented token.
+func (s *Sim) revoke(w http.ResponseWriter, r *http.Request) {
+	tok, ok := s.bearer(r)
+	if !ok || !s.tokenLive(tok) {
+		writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
+		return
+	}
+	s.mu.Lock()
+	delete(s.tokens, tok)
+	s.revocations++
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, `{"ok":true}`)
+}
+
+type tokenJSON struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	ExpiresIn   int64  `json:"expires_in"`
+	ExpiresAt   string `json:"expires_at"`
+	CompanyID   int    `json:"company_id"`
+	BranchID    int    `json:"branch_id"`
 }
 
 func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
@@ -760,15 +748,13 @@ func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
 	exp := now.Add(o.TokenTTL)
 	s.tokens[tok] = tokenInfo{expires: exp}
 	s.mu.Unlock()
-	var e enc
-	e.val(obj{
-		{"access_token", tok},
-		{"token_type", "Bearer"},
-		{"expires_in", ceilSeconds(o.TokenTTL)},
-		{"expires_at", exp.UTC().Format(time.RFC3339)},
-		{"company_id", o.CompanyID},
-		{"branch_id", o.BranchID},
-	})
 	w.Header().Set("Cache-Control", "no-store")
-	writeBytes(w, http.StatusOK, e.b)
+	writeValue(w, http.StatusOK, tokenJSON{
+		AccessToken: tok,
+		TokenType:   "Bearer",
+		ExpiresIn:   ceilSeconds(o.TokenTTL),
+		ExpiresAt:   exp.UTC().Format(time.RFC3339),
+		CompanyID:   o.CompanyID,
+		BranchID:    o.BranchID,
+	})
 }

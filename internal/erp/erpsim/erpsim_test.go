@@ -967,3 +967,57 @@ func BenchmarkPreEncode1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)/1e6, "bytes/invoice")
 }
+
+func TestRouting(t *testing.T) {
+	_, srv := newSim(t, Options{SlashIDs: true})
+	tok := login(t, srv)
+	// The client must not follow redirects: ServeMux would redirect some of these.
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	tests := []struct {
+		method, path string
+		status       int
+		body         string // exact, when set
+	}{
+		{"GET", "/accounts/api/journal-entries/JE%2F2026%2F000003/journal-preview/", 200, ""},
+		{"GET", "/accounts/api/payment-vouchers/PV%2F2026%2F000012/journal-preview/", 200, ""},
+		{"GET", "/accounts/api/receipt-vouchers/RV%2F2026%2F000001/journal-preview/", 200, ""},
+		{"GET", "/accounts/api/journal-entries/JE%2f2026%2f000003/journal-preview/", 200, ""}, // lower-case escapes
+		{"GET", "/accounts/api/journal-entries/JE/2026/000003/journal-preview/", 404, `{"detail":"not found"}`},
+		{"GET", "/accounts/api/journal-entries/JE-000003/journal-preview/", 404, `{"detail":"not found"}`},
+		{"GET", "/accounts/api/journal-entries/JE%2F2026%2F000003/journal-preview", 404, `{"detail":"not found"}`},
+		{"GET", "/accounts/api/journal-entries/JE%2F2026%2F000003/journal-preview/x/", 404, `{"detail":"not found"}`},
+		{"GET", "/accounts/api/cashboxes", 404, `{"detail":"not found"}`},
+		{"GET", "/accounts//api/cashboxes/", 404, `{"detail":"not found"}`},
+		{"GET", "/accounts/api/x/../cashboxes/", 404, `{"detail":"not found"}`},
+		{"GET", "/accounts/api/cashboxes/1/access/x/", 404, `{"detail":"not found"}`},
+		{"GET", "/", 404, `{"detail":"not found"}`},
+		{"HEAD", "/accounts/api/cashboxes/", 200, ""},
+		{"GET", "/api/auth/token/", 405, `{"detail":"method not allowed"}`},
+		{"POST", "/api/auth/me/", 405, `{"detail":"method not allowed"}`},
+		{"GET", "/api/auth/revoke/", 405, `{"detail":"method not allowed"}`},
+		{"GET", "/api/auth/other/", 404, `{"detail":"not found"}`},
+		{"POST", "/api/auth/token", 404, `{"detail":"not found"}`},
+		{"POST", "/accounts/api/journal-entries/JE%2F2026%2F000003/post/", 200, `{"ok":true}`},
+	}
+	for _, tc := range tests {
+		r, err := do(t, c, tc.method, srv.URL+tc.path, "Bearer "+tok, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != tc.status || (tc.body != "" && string(r.body) != tc.body) {
+			t.Errorf("%s %s: %d %s, want %d %s", tc.method, tc.path, r.status, r.body, tc.status, tc.body)
+		}
+		if tc.status == 200 && strings.HasSuffix(tc.path, "journal-preview/") {
+			balanced(t, decode(t, r.body))
+		}
+	}
+	// The list carries the ids with their slashes.
+	m := decode(t, get(t, srv, "/accounts/api/journal-entries/?length=1", tok).body)
+	if id := m["data"].([]any)[0].(map[string]any)["id"]; id != "JE/2026/000001" {
+		t.Fatalf("journal id %v", id)
+	}
+	m = decode(t, get(t, srv, "/accounts/api/payment-vouchers/", tok).body)
+	if id := m["data"].([]any)[0].(map[string]any)["id"]; id != "PV/2026/000001" {
+		t.Fatalf("voucher id %v", id)
+	}
+}
