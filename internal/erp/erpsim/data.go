@@ -1,6 +1,7 @@
 package erpsim
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -131,13 +132,16 @@ type journalEntry struct {
 	Status      string `json:"status"`
 }
 
-// journalLine is one line of a journal preview.
+// journalLine is one line of a journal preview. Memo is raw JSON so that a
+// hostile line can carry a string Go cannot hold (a lone surrogate escape);
+// normal lines have none, and then the field is left out.
 type journalLine struct {
-	Line        int    `json:"line"`
-	AccountCode string `json:"account_code"`
-	AccountName string `json:"account_name"`
-	Debit       money  `json:"debit"`
-	Credit      money  `json:"credit"`
+	Line        int             `json:"line"`
+	AccountCode string          `json:"account_code"`
+	AccountName string          `json:"account_name"`
+	Debit       money           `json:"debit"`
+	Credit      money           `json:"credit"`
+	Memo        json.RawMessage `json:"memo,omitempty"`
 }
 
 type journalPreview struct {
@@ -222,6 +226,29 @@ type fixtures struct {
 	queue         []queueItem
 	stats         messagingStats
 	settings      messagingSettings
+
+	// brokenPreview is the journal entry whose preview answers malformed
+	// JSON; set in hostile fixtures only.
+	brokenPreview string
+}
+
+// fixtureKind selects one rendering of the fixtures: the money format, and
+// whether the hostile records of SetHostileDetails are in.
+type fixtureKind struct {
+	moneyAsString bool
+	hostile       bool
+}
+
+// index numbers the kinds for Sim.fx.
+func (k fixtureKind) index() int {
+	i := 0
+	if k.moneyAsString {
+		i |= 1
+	}
+	if k.hostile {
+		i |= 2
+	}
+	return i
 }
 
 func cents(c int64) decimal.Decimal { return decimal.New(c, -2) }
@@ -236,11 +263,11 @@ func documentID(prefix string, i int, slashIDs bool) string {
 }
 
 // buildFixtures draws the fixtures from seed. Money carries its wire format,
-// so each format is its own set; both sets hold the same values because they
+// so each kind is its own set; all sets hold the same values because they
 // come from the same draws.
-func buildFixtures(seed int64, branch int, slashIDs, moneyAsString bool) *fixtures {
+func buildFixtures(seed int64, branch int, slashIDs bool, kind fixtureKind) *fixtures {
 	r := newRand(seed, 2)
-	m := func(d decimal.Decimal) money { return money{d: d, asString: moneyAsString} }
+	m := func(d decimal.Decimal) money { return money{d: d, asString: kind.moneyAsString} }
 	amount := func(lo, hi int64) decimal.Decimal { return cents(lo + r.Int64N(hi-lo+1)) }
 	day := func(i int) string {
 		return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i).Format(time.DateOnly)
@@ -384,6 +411,9 @@ func buildFixtures(seed int64, branch int, slashIDs, moneyAsString bool) *fixtur
 		APIKey:     "sim-secret-do-not-sync",
 		WebhookURL: "https://example.invalid/messaging/webhook",
 		Enabled:    true,
+	}
+	if kind.hostile {
+		addHostileDetails(fx, slashIDs, kind.moneyAsString)
 	}
 	return fx
 }

@@ -6,7 +6,12 @@
 // currency scope rules, accounting and messaging lists) and has knobs for what
 // real installations do: page-size cap, token lifetime, 429 with Retry-After,
 // 5xx, dropped connections, latency, money as JSON number or string and
-// different list envelopes. All state sits behind one mutex.
+// different list envelopes. Hostile knobs serve what a client has not seen:
+// records Postgres cannot store as they are, odd detail records, other
+// paging schemes (some impossible to follow), empty and huge answers, ids
+// with slashes, refused cursors, per-route statuses, unknown envelopes and
+// drifting fields. All state of a simulator sits behind one mutex. A Fleet
+// serves many independent simulators under /t/<tenant>/ from one handler.
 package erpsim
 
 import (
@@ -71,6 +76,17 @@ type Options struct {
 	// installations number them; their journal-preview routes then take the
 	// id with the slashes escaped (JE%2F2026%2F000001).
 	SlashIDs bool
+	// MessagingPrefix is the path under which the messaging routes are
+	// served (default "/messaging"; "/" serves them at the root), since
+	// installations mount the messaging channel differently. A literal path.
+	MessagingPrefix string
+	// The following start the knobs of the same name.
+	HostileInvoices bool          // SetHostileInvoices
+	HostileDetails  bool          // SetHostileDetails
+	ListPaging      ListPaging    // SetListPaging, with ListPageSize
+	ListPageSize    int           // default DefaultPageSize
+	CursorRefusal   CursorRefusal // SetCursorRefusal
+	TokenStatus     int           // SetTokenStatus
 	// Now is the clock (default time.Now); tests use it for token expiry.
 	Now func() time.Time
 }
@@ -140,18 +156,32 @@ type Sim struct {
 	logSeq  int64 // sequence number of log[0]
 	nextSeq int64
 
-	invoices []Invoice
-	gen      uint64
-	pre      map[int]*preEncoded
+	invoices        []Invoice // the normal invoices, as MutateInvoices sees them
+	listed          []Invoice // the invoice list served: invoices, plus the hostile ones when on
+	hostileInvoices bool
+	gen             uint64
+	refusal         CursorRefusal
+	pre             map[int]*preEncoded
 
 	currencies []Currency
-	fx         [2]*fixtures // by money format (0 number, 1 string), built on first use
+	fx         [4]*fixtures // by fixtureKind.index, built on first use
+
+	hostileDetails bool
+	paging         ListPaging
+	pagingSize     int
+	tokenStatus    int
+	overrides      map[string]routeOverride // by path
 
 	authMux, dataMux *http.ServeMux
 }
 
 // New returns a simulator with generated data.
 func New(opts Options) *Sim {
+	return newWithNumbers(opts.withDefaults(), &invoiceNumbers{})
+}
+
+// withDefaults fills in the documented defaults.
+func (opts Options) withDefaults() Options {
 	if opts.Username == "" {
 		opts.Username = "erpsync"
 	}
@@ -194,23 +224,41 @@ func New(opts Options) *Sim {
 	if opts.MaxRequestLog <= 0 {
 		opts.MaxRequestLog = 100000
 	}
+	if opts.MessagingPrefix == "" {
+		opts.MessagingPrefix = "/messaging"
+	}
+	opts.MessagingPrefix = strings.TrimSuffix("/"+strings.Trim(opts.MessagingPrefix, "/"), "/")
+	return opts
+}
+
+// newWithNumbers is New for options with their defaults, with the table the
+// invoice numbers come from (a fleet shares one between its tenants).
+func newWithNumbers(opts Options, numbers *invoiceNumbers) *Sim {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
 	}
 	s := &Sim{
-		opts:        opts,
-		money:       opts.MoneyAsString,
-		env:         opts.ListEnvelope,
-		latency:     opts.Latency,
-		now:         now,
-		faults:      opts.Faults,
-		forbidLogin: opts.ForbidLogin,
-		tokens:      map[string]tokenInfo{},
-		gen:         1,
-		invoices:    generateInvoices(opts.Invoices, opts.Seed, &invoiceNumbers{}),
-		currencies:  defaultCurrencies(),
+		opts:            opts,
+		money:           opts.MoneyAsString,
+		env:             opts.ListEnvelope,
+		latency:         opts.Latency,
+		now:             now,
+		faults:          opts.Faults,
+		forbidLogin:     opts.ForbidLogin,
+		tokens:          map[string]tokenInfo{},
+		gen:             1,
+		refusal:         opts.CursorRefusal,
+		invoices:        generateInvoices(opts.Invoices, opts.Seed, numbers),
+		hostileInvoices: opts.HostileInvoices,
+		currencies:      defaultCurrencies(),
+		hostileDetails:  opts.HostileDetails,
+		paging:          opts.ListPaging,
+		overrides:       map[string]routeOverride{},
 	}
+	s.pagingSize = s.pageSize(opts.ListPageSize, true)
+	s.SetTokenStatus(opts.TokenStatus)
+	s.relist()
 	s.authMux, s.dataMux = s.authRoutes(), s.dataRoutes()
 	return s
 }
@@ -261,6 +309,17 @@ func (s *Sim) SetForbidLogin(b bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.forbidLogin = b
+}
+
+// SetTokenStatus makes successful logins answer code (e.g. 201 Created)
+// with the normal token body; a code outside 200..299 restores 200.
+func (s *Sim) SetTokenStatus(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if code < 200 || code > 299 {
+		code = http.StatusOK
+	}
+	s.tokenStatus = code
 }
 
 // RateLimitLogins makes the next n logins answer 429 with Retry-After
@@ -327,20 +386,22 @@ func (s *Sim) setStatus(seq int64, status int) {
 
 // ---- invoices ----------------------------------------------------------------
 
-// Invoices returns a copy of the invoices, in page order.
+// Invoices returns a copy of the invoice list served, in page order: the
+// invoices, with the hostile ones mixed in when SetHostileInvoices is on.
 func (s *Sim) Invoices() []Invoice {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Invoice(nil), s.invoices...)
+	return append([]Invoice(nil), s.listed...)
 }
 
-// MutateInvoices replaces the invoices with f's result, under the lock. It
-// drops any pre-encoded pages.
+// MutateInvoices replaces the invoices with f's result, under the lock. f
+// sees the normal invoices only, never the hostile ones. It drops any
+// pre-encoded pages.
 func (s *Sim) MutateInvoices(f func([]Invoice) []Invoice) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.invoices = f(s.invoices)
-	s.pre = nil
+	s.relist()
 }
 
 // InvoiceTotal is the exact sum of TotalBC over the invoices whose Raw is nil.
@@ -357,7 +418,8 @@ func (s *Sim) InvoiceTotal() decimal.Decimal {
 }
 
 // InvalidateCursors bumps the cursor generation: every cursor issued before
-// answers 400 {"ok":false,"error":"invalid cursor"}.
+// is refused as SetCursorRefusal says (by default 400
+// {"ok":false,"error":"invalid cursor"}).
 func (s *Sim) InvalidateCursors() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -558,6 +620,9 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
 		return
 	}
+	if s.answerOverride(w, r) {
+		return
+	}
 	serveRoute(s.dataMux, w, r)
 }
 
@@ -713,7 +778,7 @@ func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, `{"detail":"too many login attempts"}`)
 		return
 	}
-	forbid := s.forbidLogin
+	forbid, status := s.forbidLogin, s.tokenStatus
 	s.mu.Unlock()
 	o := s.opts
 
@@ -749,7 +814,7 @@ func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
 	s.tokens[tok] = tokenInfo{expires: exp}
 	s.mu.Unlock()
 	w.Header().Set("Cache-Control", "no-store")
-	writeValue(w, http.StatusOK, tokenJSON{
+	writeValue(w, status, tokenJSON{
 		AccessToken: tok,
 		TokenType:   "Bearer",
 		ExpiresIn:   ceilSeconds(o.TokenTTL),

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 )
@@ -1019,5 +1021,605 @@ func TestRouting(t *testing.T) {
 	m = decode(t, get(t, srv, "/accounts/api/payment-vouchers/", tok).body)
 	if id := m["data"].([]any)[0].(map[string]any)["id"]; id != "PV/2026/000001" {
 		t.Fatalf("voucher id %v", id)
+	}
+}
+
+// invoicePages walks the invoice list and returns the raw records of each
+// page and the raw bodies, without interpreting the records.
+func invoicePages(t *testing.T, base, tok string, pageSize int) (pages [][]json.RawMessage, bodies [][]byte) {
+	t.Helper()
+	q := url.Values{"page_size": {strconv.Itoa(pageSize)}}
+	for range 100000 {
+		r := mustDo(t, "GET", base+"/sales/api/invoices/list/?"+q.Encode(), "Bearer "+tok, "")
+		if r.status != 200 {
+			t.Fatalf("page: %d %s", r.status, r.body)
+		}
+		var p invPage
+		if err := json.Unmarshal(r.body, &p); err != nil {
+			t.Fatalf("%v: %.300s", err, r.body)
+		}
+		pages, bodies = append(pages, p.Data), append(bodies, r.body)
+		if !p.Pagination.HasNext {
+			return
+		}
+		q.Set("cursor", *p.Pagination.NextCursor)
+	}
+	t.Fatal("no end")
+	return
+}
+
+func TestHostileInvoices(t *testing.T) {
+	cases, invs := HostileInvoiceCases(), HostileInvoices()
+	if len(cases) != 9 || len(invs) != len(cases) {
+		t.Fatalf("%d cases, %d invoices", len(cases), len(invs))
+	}
+	byName := map[string]Invoice{}
+	ids := map[string]bool{}
+	for i, c := range cases {
+		if invs[i].Raw == nil || byName[c.Name].Raw != nil {
+			t.Fatalf("case %q: no raw or duplicate name", c.Name)
+		}
+		byName[c.Name] = invs[i]
+		if c.ID != "" && c.Name != "duplicate" {
+			if ids[c.ID] {
+				t.Fatalf("id %s repeated", c.ID)
+			}
+			ids[c.ID] = true
+		}
+		if c.Rejected != c.TotalBC.IsZero() {
+			t.Fatalf("case %q: rejected %v with total %s", c.Name, c.Rejected, c.TotalBC)
+		}
+	}
+	raw := func(name string) string { return string(byName[name].Raw) }
+	for name, want := range map[string]string{
+		"lone-surrogate":         `\ud800`,
+		"money-overflow":         `"total_bc":1e999999,`,
+		"numeric-overflow-field": `"score":1e999999`,
+		"nul-char":               `\u0000`,
+		"money-not-a-number":     `"total_bc":"12,50"`,
+		"duplicate":              `{"id":1001,`,
+	} {
+		if !strings.Contains(raw(name), want) {
+			t.Errorf("%s: %s lacks %s", name, raw(name), want)
+		}
+	}
+	if utf8.ValidString(raw("invalid-utf8")) {
+		t.Error("invalid-utf8 is valid UTF-8")
+	}
+	if _, ok := decode(t, byName["no-id"].Raw)["id"]; ok {
+		t.Error("no-id has an id")
+	}
+	for _, c := range cases {
+		if c.Name == "long-id" && (len(c.ID) <= 3000 || !strings.Contains(raw("long-id"), `"id":"`+c.ID+`"`)) {
+			t.Errorf("long id of %d bytes", len(c.ID))
+		}
+	}
+
+	s, srv := newSim(t, Options{Invoices: 100})
+	tok := login(t, srv)
+	normalTotal := s.InvoiceTotal()
+	twin := s.Invoices()[0]
+	s.SetHostileInvoices(true)
+	if !s.InvoiceTotal().Equal(normalTotal) {
+		t.Fatal("InvoiceTotal changed")
+	}
+	want := normalTotal.Sub(twin.TotalBC).Add(decimal.RequireFromString("4321.09")).
+		Add(decimal.RequireFromString("40.13")) // 10.01 + 10.02 + 10.04 + 10.06
+	if got := s.ExpectedInvoiceTotal(); !got.Equal(want) {
+		t.Fatalf("ExpectedInvoiceTotal %s want %s", got, want)
+	}
+	if n := s.ExpectedInvoiceCount(); n != 104 {
+		t.Fatalf("ExpectedInvoiceCount %d", n)
+	}
+	pages, bodies := invoicePages(t, srv.URL, tok, 10)
+	hostile := map[string]int{} // raw -> page
+	var normal []string
+	total := 0
+	for p, page := range pages {
+		for _, rec := range page {
+			total++
+			found := false
+			for _, inv := range invs {
+				if bytes.Equal(rec, inv.Raw) {
+					hostile[string(rec)], found = p, true
+				}
+			}
+			if !found {
+				normal = append(normal, string(rec))
+			}
+		}
+	}
+	if total != 109 || len(hostile) != 9 || len(normal) != 100 {
+		t.Fatalf("%d records, %d hostile, %d normal", total, len(hostile), len(normal))
+	}
+	for i, n := range normal {
+		if !strings.HasPrefix(n, `{"id":`+strconv.Itoa(1001+i)+`,`) {
+			t.Fatalf("normal invoice %d is %s", i, n)
+		}
+	}
+	onPages := map[int]bool{}
+	for _, p := range hostile {
+		onPages[p] = true
+	}
+	if len(onPages) < 5 {
+		t.Fatalf("hostile records on %d pages only", len(onPages))
+	}
+	// The duplicate follows its twin on the first page.
+	if !bytes.Equal(pages[0][0][:12], []byte(`{"id":1001,"`)) || !bytes.Equal(pages[0][1], byName["duplicate"].Raw) {
+		t.Fatalf("first page starts %s %s", pages[0][0], pages[0][1])
+	}
+	// Hostile bytes are served verbatim, and pre-encoded pages agree.
+	if !bytes.Contains(bytes.Join(bodies, nil), byName["invalid-utf8"].Raw) {
+		t.Fatal("invalid UTF-8 not verbatim")
+	}
+	s.PreEncodeInvoicePages(10)
+	_, pre := invoicePages(t, srv.URL, tok, 10)
+	for i := range bodies {
+		if !bytes.Equal(bodies[i], pre[i]) {
+			t.Fatalf("pre-encoded page %d differs", i)
+		}
+	}
+	if len(s.Invoices()) != 109 {
+		t.Fatal("Invoices does not list the hostile records")
+	}
+	s.SetHostileInvoices(false)
+	if pages, _ := invoicePages(t, srv.URL, tok, 10); len(pages) != 10 || len(s.Invoices()) != 100 ||
+		!s.ExpectedInvoiceTotal().Equal(normalTotal) {
+		t.Fatalf("hostile records still served: %d pages", len(pages))
+	}
+}
+
+func TestHostileDetails(t *testing.T) {
+	for _, asString := range []bool{false, true} {
+		s, srv := newSim(t, Options{SlashIDs: true, MoneyAsString: asString})
+		tok := login(t, srv)
+		ids := s.HostileDetailIDs()
+		preview := func(id string) resp {
+			return get(t, srv, "/accounts/api/journal-entries/"+url.PathEscape(id)+"/journal-preview/", tok)
+		}
+		if r := preview(ids.MalformedPreview); r.status != 200 || !json.Valid(r.body) {
+			t.Fatalf("before SetHostileDetails: %d %s", r.status, r.body)
+		}
+		s.SetHostileDetails(true)
+
+		if r := preview(ids.MalformedPreview); r.status != 200 || json.Valid(r.body) {
+			t.Fatalf("malformed preview: %d %s", r.status, r.body)
+		}
+		overflow := `"debit":1e999999`
+		if asString {
+			overflow = `"debit":"1e999999"`
+		}
+		r := preview(ids.OverflowLinePreview)
+		if lines := decode(t, r.body)["data"].(map[string]any)["lines"].([]any); len(lines) != 4 || !bytes.Contains(r.body, []byte(overflow)) {
+			t.Fatalf("overflow line: %s", r.body)
+		}
+		if r := preview(ids.SurrogatePreview); !bytes.Contains(r.body, []byte(`"memo":"Advance \ud800 paid"`)) {
+			t.Fatalf("surrogate line: %s", r.body)
+		}
+		if r := preview(documentID("JE", 9, true)); r.status != 200 || bytes.Contains(r.body, []byte("memo")) {
+			t.Fatalf("other previews changed: %s", r.body)
+		}
+
+		var tree []map[string]json.RawMessage
+		var find func(nodes []map[string]json.RawMessage) string
+		find = func(nodes []map[string]json.RawMessage) string {
+			for _, n := range nodes {
+				if string(n["id"]) == strconv.Itoa(ids.OverflowBalanceNode) {
+					return string(n["balance"])
+				}
+				var kids []map[string]json.RawMessage
+				_ = json.Unmarshal(n["children"], &kids)
+				if b := find(kids); b != "" {
+					return b
+				}
+			}
+			return ""
+		}
+		body := get(t, srv, "/accounts/api/balance-sheet-tree/", tok).body
+		var env struct{ Data json.RawMessage }
+		if err := json.Unmarshal(body, &env); err != nil || json.Unmarshal(env.Data, &tree) != nil {
+			t.Fatalf("tree: %s", body)
+		}
+		if b := strings.Trim(find(tree), `"`); b != "1e999999" {
+			t.Fatalf("node %d balance %q", ids.OverflowBalanceNode, b)
+		}
+
+		r = get(t, srv, "/accounts/api/cashboxes/"+strconv.Itoa(ids.UserlessGrantCashbox)+"/access/", tok)
+		userless := 0
+		for _, g := range decode(t, r.body)["data"].([]any) {
+			gm := g.(map[string]any)
+			if _, ok := gm["user_id"]; !ok {
+				if _, ok := gm["username"]; !ok {
+					userless++
+				}
+			}
+		}
+		if r.status != 200 || userless != 1 {
+			t.Fatalf("userless grant: %s", r.body)
+		}
+		if r := get(t, srv, "/accounts/api/cashboxes/"+strconv.Itoa(ids.GoneCashbox)+"/access/", tok); r.status != 404 {
+			t.Fatalf("gone cashbox: %d", r.status)
+		}
+		if !bytes.Contains(get(t, srv, "/accounts/api/cashboxes/", tok).body, []byte(`{"id":4,`)) {
+			t.Fatal("gone cashbox left the list")
+		}
+		s.SetHostileDetails(false)
+		if r := preview(ids.MalformedPreview); r.status != 200 || !json.Valid(r.body) {
+			t.Fatalf("after SetHostileDetails(false): %d %s", r.status, r.body)
+		}
+	}
+}
+
+// oneListRoutes are the one-list routes and their record counts.
+var oneListRoutes = map[string]int{
+	"/accounts/api/cashboxes/":               4,
+	"/accounts/api/cashbox-reconciliations/": 6,
+	"/accounts/api/payment-vouchers/":        12,
+	"/accounts/api/receipt-vouchers/":        12,
+	"/messaging/api/conversations/":          3,
+	"/messaging/api/messages/":               5,
+	"/messaging/api/templates/":              2,
+	"/messaging/api/queue/":                  2,
+}
+
+func TestListPaging(t *testing.T) {
+	type page struct {
+		OK         *bool
+		Data       []map[string]any
+		Pagination map[string]json.RawMessage
+		Count      int
+		Next       *string
+		Previous   *string
+		Results    []map[string]any
+		Draw       int
+		RecordsTotal,
+		RecordsFiltered int
+	}
+	fetch := func(t *testing.T, u, tok string) page {
+		t.Helper()
+		r := mustDo(t, "GET", u, "Bearer "+tok, "")
+		var p page
+		if r.status != 200 || json.Unmarshal(r.body, &p) != nil {
+			t.Fatalf("%s: %d %s", u, r.status, r.body)
+		}
+		return p
+	}
+	for _, mode := range []ListPaging{ListPagingCursor, ListPagingDRF, ListPagingDataTables, ListPagingUnfollowable, ListPagingUnfollowableDRF} {
+		t.Run(string(mode), func(t *testing.T) {
+			s, srv := newSim(t, Options{})
+			s.SetListPaging(mode, 2)
+			tok := login(t, srv)
+			for route, n := range oneListRoutes {
+				var recs []map[string]any
+				pages := 0
+				switch mode {
+				case ListPagingCursor:
+					u := srv.URL + route
+					for {
+						pages++
+						p := fetch(t, u, tok)
+						recs = append(recs, p.Data...)
+						var next *string
+						if string(p.Pagination["has_next"]) != "true" {
+							if string(p.Pagination["next_cursor"]) != "null" {
+								t.Fatalf("%s: last page %v", route, p.Pagination)
+							}
+							break
+						}
+						if err := json.Unmarshal(p.Pagination["next_cursor"], &next); err != nil || next == nil {
+							t.Fatalf("%s: %v", route, p.Pagination)
+						}
+						u = srv.URL + route + "?cursor=" + url.QueryEscape(*next)
+					}
+				case ListPagingDRF:
+					u := srv.URL + route
+					for u != "" {
+						pages++
+						p := fetch(t, u, tok)
+						if p.Count != n || (pages == 1) != (p.Previous == nil) {
+							t.Fatalf("%s: count %d previous %v", u, p.Count, p.Previous)
+						}
+						recs = append(recs, p.Results...)
+						u = ""
+						if p.Next != nil {
+							if !strings.HasPrefix(*p.Next, srv.URL+route+"?") {
+								t.Fatalf("next %q", *p.Next)
+							}
+							u = *p.Next
+						}
+					}
+				case ListPagingDataTables:
+					for start := 0; start < n; start += 2 {
+						pages++
+						p := fetch(t, srv.URL+route+"?draw=5&start="+strconv.Itoa(start), tok)
+						if p.Draw != 5 || p.RecordsTotal != n || p.RecordsFiltered != n || len(p.Data) != min(2, n-start) {
+							t.Fatalf("%s: %+v", route, p)
+						}
+						recs = append(recs, p.Data...)
+					}
+				case ListPagingUnfollowable:
+					p := fetch(t, srv.URL+route, tok)
+					_, hasCursor := p.Pagination["next_cursor"]
+					if len(p.Data) != 2 || string(p.Pagination["has_next"]) != "true" || hasCursor {
+						t.Fatalf("%s: %+v", route, p)
+					}
+					continue
+				case ListPagingUnfollowableDRF:
+					p := fetch(t, srv.URL+route, tok)
+					if len(p.Results) != 2 || p.Count <= len(p.Results) || p.Next != nil {
+						t.Fatalf("%s: %+v", route, p)
+					}
+					continue
+				}
+				if len(recs) != n || pages != (n+1)/2 {
+					t.Fatalf("%s: %d records in %d pages", route, len(recs), pages)
+				}
+				seen := map[string]bool{}
+				for _, rec := range recs {
+					seen[string(mustJSON(t, rec["id"]))] = true
+				}
+				if len(seen) != n {
+					t.Fatalf("%s: %d distinct ids", route, len(seen))
+				}
+			}
+		})
+	}
+	// Cursor mode honours page_size, and refuses stale cursors like the invoice list.
+	s, srv := newSim(t, Options{})
+	s.SetListPaging(ListPagingCursor, 2)
+	tok := login(t, srv)
+	r := get(t, srv, "/accounts/api/payment-vouchers/?page_size=5", tok)
+	m := decode(t, r.body)
+	if len(m["data"].([]any)) != 5 {
+		t.Fatalf("page_size ignored: %s", r.body)
+	}
+	c := m["pagination"].(map[string]any)["next_cursor"].(string)
+	s.InvalidateCursors()
+	if r := get(t, srv, "/accounts/api/payment-vouchers/?cursor="+url.QueryEscape(c), tok); r.status != 400 {
+		t.Fatalf("stale cursor: %d %s", r.status, r.body)
+	}
+	// Back to no paging: the whole list in the envelope.
+	s.SetListPaging(ListPagingNone, 0)
+	if m := decode(t, get(t, srv, "/accounts/api/payment-vouchers/", tok).body); len(m["data"].([]any)) != 12 {
+		t.Fatal("ListPagingNone")
+	}
+}
+
+func TestCursorRefusal(t *testing.T) {
+	tests := []struct {
+		kind   CursorRefusal
+		status int
+		body   string
+	}{
+		{CursorRefusal400, 400, `{"ok":false,"error":"invalid cursor"}`},
+		{CursorRefusal404, 404, `{"detail":"Invalid cursor"}`},
+		{CursorRefusal200, 200, `{"ok":false,"error":"invalid cursor"}`},
+	}
+	for _, tc := range tests {
+		s, srv := newSim(t, Options{Invoices: 30})
+		s.SetCursorRefusal(tc.kind)
+		tok := login(t, srv)
+		_, cursors, _ := walk(t, srv, tok, 10)
+		u := "/sales/api/invoices/list/?page_size=10&cursor=" + url.QueryEscape(cursors[0])
+		if r := get(t, srv, u, tok); r.status != 200 || !bytes.HasPrefix(r.body, []byte(`{"ok":true`)) {
+			t.Fatalf("fresh cursor: %d %s", r.status, r.body)
+		}
+		s.InvalidateCursors()
+		if r := get(t, srv, u, tok); r.status != tc.status || string(r.body) != tc.body {
+			t.Errorf("kind %d: %d %s", tc.kind, r.status, r.body)
+		}
+	}
+}
+
+func TestTokenStatus(t *testing.T) {
+	s, srv := newSim(t, Options{TokenStatus: 201})
+	body := `{"username":"erpsync","password":"erpsync-demo-password"}`
+	r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", body)
+	if r.status != 201 || decode(t, r.body)["access_token"] == nil {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if get(t, srv, "/accounts/api/cashboxes/", decode(t, r.body)["access_token"].(string)).status != 200 {
+		t.Fatal("token from a 201 does not work")
+	}
+	s.SetTokenStatus(0)
+	if r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", body); r.status != 200 {
+		t.Fatalf("reset: %d", r.status)
+	}
+	s.SetTokenStatus(202)
+	if r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", `{"username":"erpsync","password":"no"}`); r.status != 401 {
+		t.Fatalf("bad login: %d", r.status)
+	}
+}
+
+func TestRouteOverrides(t *testing.T) {
+	s, srv := newSim(t, Options{Invoices: 5})
+	tok := login(t, srv)
+	const cb = "/accounts/api/cashboxes/"
+
+	s.SetRouteStatus(cb, 403)
+	s.SetRouteStatus("/accounts/api/branches/", 404)
+	s.SetRouteStatus("/accounts/api/cashboxes/1/access/", 500)
+	for path, want := range map[string]string{
+		cb:                                  `403 {"detail":"You do not have permission to perform this action."}`,
+		"/accounts/api/branches/":           `404 {"detail":"not found"}`,
+		"/accounts/api/cashboxes/1/access/": `500 {"detail":"Internal Server Error"}`,
+		"/accounts/api/cashboxes/2/access/": `200`,
+	} {
+		r := get(t, srv, path, tok)
+		if got := strconv.Itoa(r.status) + " " + string(r.body); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %s want %s", path, got, want)
+		}
+	}
+	if r := get(t, srv, cb, "nope"); r.status != 401 {
+		t.Fatalf("credentials come first: %d", r.status)
+	}
+	s.SetRouteStatus(cb, 0)
+	if r := get(t, srv, cb, tok); r.status != 200 {
+		t.Fatalf("cleared: %d", r.status)
+	}
+
+	// Empty lists, in each envelope.
+	emptyBodies := map[string]string{
+		cb:                                       `{"ok":true,"data":[]}`,
+		"/sales/api/invoices/list/":              `{"ok":true,"data":[],"pagination":{"has_next":false,"next_cursor":null}}`,
+		"/accounts/api/journal-entries/":         `{"draw":1,"recordsTotal":0,"recordsFiltered":0,"data":[]}`,
+		"/accounts/api/currencies/":              `{"ok":true,"data":[]}`,
+		"/accounts/api/balance-sheet-tree/":      `{"ok":true,"data":[]}`,
+		"/accounts/api/cashboxes/2/access/":      `{"ok":true,"data":[]}`,
+		"/messaging/api/queue/":                  `{"ok":true,"data":[]}`,
+		"/accounts/api/payment-vouchers/":        `{"ok":true,"data":[]}`,
+		"/accounts/api/cashbox-reconciliations/": `{"ok":true,"data":[]}`,
+	}
+	for path, want := range emptyBodies {
+		s.SetEmptyList(path, true)
+		if r := get(t, srv, path, tok); r.status != 200 || string(r.body) != want {
+			t.Errorf("empty %s: %d %s", path, r.status, r.body)
+		}
+		s.SetEmptyList(path, false)
+		if r := get(t, srv, path, tok); string(r.body) == want {
+			t.Errorf("%s still empty", path)
+		}
+	}
+	s.SetEmptyList(cb, true)
+	for env, want := range map[Envelope]string{EnvelopeArray: `[]`, EnvelopeResults: `{"count":0,"next":null,"previous":null,"results":[]}`} {
+		s.SetListEnvelope(env)
+		if r := get(t, srv, cb, tok); string(r.body) != want {
+			t.Errorf("empty in %s: %s", env, r.body)
+		}
+	}
+	s.SetListEnvelope(EnvelopeData)
+	s.SetEmptyList(cb, false)
+
+	// Unknown envelope.
+	s.SetUnknownEnvelope(cb, true)
+	s.SetUnknownEnvelope("/sales/api/invoices/list/", true)
+	for path, n := range map[string]int{cb: 4, "/sales/api/invoices/list/?page_size=3": 3} {
+		var e map[string][]json.RawMessage
+		r := get(t, srv, path, tok)
+		if err := json.Unmarshal(r.body, &e); err != nil || len(e) != 1 || len(e["items"]) != n {
+			t.Errorf("unknown envelope %s: %s", path, r.body)
+		}
+	}
+	s.SetUnknownEnvelope(cb, false)
+	s.SetUnknownEnvelope("/sales/api/invoices/list/", false)
+}
+
+func TestFieldDrift(t *testing.T) {
+	s, srv := newSim(t, Options{Invoices: 5})
+	tok := login(t, srv)
+	const cb = "/accounts/api/cashboxes/"
+	s.SetFieldDrift(cb, map[string]json.RawMessage{"zone": json.RawMessage(`{"code":"N"}`), "name": json.RawMessage(`"renamed"`)}, []string{"balance", "branch_id"})
+	r := get(t, srv, cb, tok)
+	var e struct{ Data []json.RawMessage }
+	if err := json.Unmarshal(r.body, &e); err != nil || len(e.Data) != 4 {
+		t.Fatalf("%s", r.body)
+	}
+	if want := `{"id":1,"name":"renamed","type":"cash","currency_code":"USD","is_active":true,"zone":{"code":"N"}}`; string(e.Data[0]) != want {
+		t.Fatalf("drifted record %s", e.Data[0])
+	}
+	s.SetFieldDrift(cb, nil, nil)
+	if !bytes.Contains(get(t, srv, cb, tok).body, []byte(`"balance":`)) {
+		t.Fatal("drift not cleared")
+	}
+
+	// Invoices drift too, with their money exact, and come back to the pre-encoded pages.
+	big := "123456789012345678.123456"
+	s.MutateInvoices(func(in []Invoice) []Invoice {
+		in[0].TotalBC = decimal.RequireFromString(big)
+		return in
+	})
+	s.PreEncodeInvoicePages(10)
+	plain := get(t, srv, "/sales/api/invoices/list/?page_size=10", tok).body
+	s.SetFieldDrift("/sales/api/invoices/list/", map[string]json.RawMessage{"branch": json.RawMessage(`7`)}, []string{"status"})
+	drifted := get(t, srv, "/sales/api/invoices/list/?page_size=10", tok).body
+	var p invPage
+	if err := json.Unmarshal(drifted, &p); err != nil || len(p.Data) != 5 {
+		t.Fatalf("%s", drifted)
+	}
+	for _, d := range p.Data {
+		if bytes.Contains(d, []byte(`"status"`)) || !bytes.HasSuffix(d, []byte(`,"branch":7}`)) {
+			t.Fatalf("drifted invoice %s", d)
+		}
+	}
+	if !bytes.Contains(drifted, []byte(`"total_bc":`+big+`,`)) {
+		t.Fatalf("money not exact: %s", drifted)
+	}
+	s.SetFieldDrift("/sales/api/invoices/list/", nil, nil)
+	if r := get(t, srv, "/sales/api/invoices/list/?page_size=10", tok).body; !bytes.Equal(r, plain) {
+		t.Fatal("drift not cleared on invoices")
+	}
+}
+
+func TestHugeAnswer(t *testing.T) {
+	s, srv := newSim(t, Options{})
+	tok := login(t, srv)
+	const cb = "/accounts/api/cashboxes/"
+	fetch := func(t *testing.T) (*http.Response, io.ReadCloser) {
+		req, _ := http.NewRequest("GET", srv.URL+cb, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("%v %v", err, res)
+		}
+		return res, res.Body
+	}
+	// Exact sizes, small and odd, both ways.
+	for _, size := range []int64{1, 21, 22, 40, 60, 61, 1000, 1085, 1086, 1087, 1088, 2200, 5000, 1 << 20} {
+		for _, withLength := range []bool{false, true} {
+			if withLength {
+				s.SetHugeAnswerWithLength(cb, size)
+			} else {
+				s.SetHugeAnswer(cb, size)
+			}
+			res, body := fetch(t)
+			b, err := io.ReadAll(body)
+			body.Close()
+			want := max(size, 21)
+			if err != nil || int64(len(b)) != want || !json.Valid(b) || !bytes.HasPrefix(b, []byte(`{"ok":true,"data":[`)) {
+				t.Fatalf("size %d: %d bytes, %v: %.80s", size, len(b), err, b)
+			}
+			if withLength && res.ContentLength != want {
+				t.Fatalf("size %d: Content-Length %d", size, res.ContentLength)
+			}
+			if !withLength && (res.ContentLength != -1 || len(res.TransferEncoding) != 1 || res.TransferEncoding[0] != "chunked") {
+				t.Fatalf("size %d: not chunked: %d %v", size, res.ContentLength, res.TransferEncoding)
+			}
+		}
+	}
+	// A large answer is generated while streaming: allocations stay far below its size.
+	const big = 128 << 20
+	s.SetHugeAnswer(cb, big)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, body := fetch(t)
+	n, err := io.Copy(io.Discard, body)
+	body.Close()
+	runtime.ReadMemStats(&after)
+	if err != nil || n != big {
+		t.Fatalf("%d bytes, %v", n, err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Fatalf("%d MiB allocated to serve %d MiB", alloc>>20, big>>20)
+	}
+	s.SetHugeAnswer(cb, 0)
+	if r := get(t, srv, cb, tok); r.status != 200 || len(r.body) > 2000 {
+		t.Fatalf("not cleared: %d bytes", len(r.body))
+	}
+}
+
+func TestMessagingPrefix(t *testing.T) {
+	for prefix, base := range map[string]string{"": "/messaging", "/erp-messaging/": "/erp-messaging", "/": ""} {
+		_, srv := newSim(t, Options{MessagingPrefix: prefix})
+		tok := login(t, srv)
+		for _, route := range []string{"/api/conversations/", "/api/messages/", "/api/templates/", "/api/queue/", "/api/stats/", "/api/settings/"} {
+			if r := get(t, srv, base+route, tok); r.status != 200 {
+				t.Errorf("prefix %q: %s%s: %d", prefix, base, route, r.status)
+			}
+		}
+		if base != "/messaging" {
+			if r := get(t, srv, "/messaging/api/queue/", tok); r.status != 404 {
+				t.Errorf("prefix %q: default path still served", prefix)
+			}
+		}
 	}
 }

@@ -23,6 +23,9 @@ type preEncoded struct {
 	pages [][]byte // subslices of a few large chunks
 }
 
+// invoiceListPath is the route of the invoice list.
+const invoiceListPath = "/sales/api/invoices/list/"
+
 func (s *Sim) serveInvoices(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if q.Has("page") || q.Has("offset") {
@@ -31,41 +34,48 @@ func (s *Sim) serveInvoices(w http.ResponseWriter, r *http.Request) {
 	}
 	n, ok := intParam(q, "page_size")
 	ps := s.pageSize(n, ok)
+	o := s.override(r.URL.Path)
 
 	s.mu.Lock()
 	off := 0
 	if q.Has("cursor") {
-		g, o, ok := s.parseCursor(q.Get("cursor"))
+		g, c, ok := s.parseCursor(q.Get("cursor"))
 		if !ok || g != s.gen {
 			s.mu.Unlock()
-			writeJSON(w, http.StatusBadRequest, `{"ok":false,"error":"invalid cursor"}`)
+			s.refuseCursor(w)
 			return
 		}
-		off = o
+		off = c
 	}
-	if pe := s.pre[ps]; pe != nil && pe.gen == s.gen && pe.money == s.money && off%ps == 0 && off/ps < len(pe.pages) {
+	inv := s.listed
+	if o.empty {
+		inv = nil
+	}
+	if o.unknownEnvelope {
+		page := inv[min(off, len(inv)):min(off+ps, len(inv))]
+		body := appendInvoices(append([]byte(nil), `{"items":[`...), page, s.money, o.drift)
+		s.mu.Unlock()
+		writeBytes(w, http.StatusOK, append(body, "]}"...))
+		return
+	}
+	if pe := s.pre[ps]; pe != nil && o.isZero() && pe.gen == s.gen && pe.money == s.money && off%ps == 0 && off/ps < len(pe.pages) {
 		body := pe.pages[off/ps]
 		s.mu.Unlock()
 		writeBytes(w, http.StatusOK, body)
 		return
 	}
-	body := s.appendInvoicePage(make([]byte, 0, 256*min(ps, max(len(s.invoices)-off, 1))+128), off, ps, s.gen, s.money)
+	body := s.appendInvoicePage(make([]byte, 0, 256*min(ps, max(len(inv)-off, 1))+128), inv, off, ps, s.gen, s.money, o.drift)
 	s.mu.Unlock()
 	writeBytes(w, http.StatusOK, body)
 }
 
-// appendInvoicePage encodes the page starting at off. Caller holds s.mu.
-func (s *Sim) appendInvoicePage(b []byte, off, ps int, gen uint64, money bool) []byte {
-	inv := s.invoices
+// appendInvoicePage encodes the page of inv starting at off. Caller holds
+// s.mu.
+func (s *Sim) appendInvoicePage(b []byte, inv []Invoice, off, ps int, gen uint64, money bool, d *fieldDrift) []byte {
 	start := min(off, len(inv))
 	end := min(start+ps, len(inv))
 	b = append(b, `{"ok":true,"data":[`...)
-	for i := start; i < end; i++ {
-		if i > start {
-			b = append(b, ',')
-		}
-		b = appendInvoice(b, &inv[i], money)
-	}
+	b = appendInvoices(b, inv[start:end], money, d)
 	b = append(b, `],"pagination":{"has_next":`...)
 	if end < len(inv) {
 		b = append(b, `true,"next_cursor":"`...)
@@ -73,6 +83,24 @@ func (s *Sim) appendInvoicePage(b []byte, off, ps int, gen uint64, money bool) [
 		b = append(b, `"}}`...)
 	} else {
 		b = append(b, `false,"next_cursor":null}}`...)
+	}
+	return b
+}
+
+// appendInvoices encodes inv separated by commas, drifting each record when
+// d is set.
+func appendInvoices(b []byte, inv []Invoice, money bool, d *fieldDrift) []byte {
+	var scratch []byte
+	for i := range inv {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if d == nil {
+			b = appendInvoice(b, &inv[i], money)
+			continue
+		}
+		scratch = appendInvoice(scratch[:0], &inv[i], money)
+		b = d.apply(b, scratch)
 	}
 	return b
 }
@@ -158,15 +186,16 @@ func (s *Sim) parseCursor(c string) (gen uint64, off int, ok bool) {
 // (page size normalised like the page_size parameter; cursor chain of the
 // generation at call time). Later requests with that effective page size and
 // a matching cursor are served from these bytes, as long as the invoices,
-// the cursor generation and the money format are unchanged.
+// the cursor generation and the money format are unchanged and the route
+// has no override (SetEmptyList, SetFieldDrift, ...).
 func (s *Sim) PreEncodeInvoicePages(pageSize int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := s.pageSize(pageSize, true)
-	n := len(s.invoices)
+	n := len(s.listed)
 	pe := &preEncoded{gen: s.gen, money: s.money, pages: make([][]byte, max((n+ps-1)/ps, 1))}
 	// Pages are encoded in parallel into large chunks (no regrowth copies;
-	// at most one page of slack per chunk). Readers of s.invoices only.
+	// at most one page of slack per chunk). Readers of s.listed only.
 	workers := min(runtime.GOMAXPROCS(0), max(len(pe.pages)/64, 1))
 	per := (len(pe.pages) + workers - 1) / workers
 	var wg sync.WaitGroup
@@ -184,7 +213,7 @@ func (s *Sim) PreEncodeInvoicePages(pageSize int) {
 					chunk = make([]byte, 0, max(chunkSize, 2*est))
 				}
 				start := len(chunk)
-				page := s.appendInvoicePage(chunk[start:start], p*ps, ps, pe.gen, pe.money)
+				page := s.appendInvoicePage(chunk[start:start], s.listed, p*ps, ps, pe.gen, pe.money, nil)
 				if len(page) <= cap(chunk)-start {
 					chunk = chunk[:start+len(page)]
 				}
@@ -208,9 +237,18 @@ func (s *Sim) PreEncodeInvoicePages(pageSize int) {
 type money struct {
 	d        decimal.Decimal
 	asString bool
+	// literal, when set, is written instead of d: a hostile number such as
+	// 1e999999, whose digits decimal.Decimal.String would spell out in full.
+	literal string
 }
 
 func (m money) MarshalJSON() ([]byte, error) {
+	if m.literal != "" {
+		if m.asString {
+			return []byte(`"` + m.literal + `"`), nil
+		}
+		return []byte(m.literal), nil
+	}
 	return appendMoney(nil, m.d, m.asString), nil
 }
 

@@ -25,30 +25,33 @@ func (s *Sim) authRoutes() *http.ServeMux {
 }
 
 // dataRoutes serves the authorized data GETs (ServeHTTP has already answered
-// writes, faults and missing credentials). Routes are matched exactly ({$}):
-// a pattern ending in a slash would otherwise also answer every longer path.
+// writes, faults, missing credentials and status overrides). Routes are
+// matched exactly ({$}): a pattern ending in a slash would otherwise also
+// answer every longer path.
 func (s *Sim) dataRoutes() *http.ServeMux {
 	mux := http.NewServeMux()
 	get := func(p string, h http.HandlerFunc) { mux.HandleFunc("GET "+p+"{$}", h) }
+	oneList := func(p string, pick func(*fixtures) any) { get(p, s.serveList(pick, layoutOneList)) }
+	preview := func(p string, pick func(*fixtures) map[string][]journalLine) { get(p, s.servePreview(pick)) }
 
 	get("/sales/api/invoices/list/", s.serveInvoices)
 	get("/accounts/api/currencies/", s.serveCurrencies)
-	get("/accounts/api/cashboxes/", s.oneList(func(fx *fixtures) any { return fx.cashboxes }))
+	oneList("/accounts/api/cashboxes/", func(fx *fixtures) any { return fx.cashboxes })
 	get("/accounts/api/cashboxes/{id}/access/", s.serveAccess)
-	get("/accounts/api/cashbox-reconciliations/", s.oneList(func(fx *fixtures) any { return fx.recons }))
-	get("/accounts/api/journal-entries/", s.serveJournalEntries)
-	get("/accounts/api/journal-entries/{pk}/journal-preview/", s.servePreview(func(fx *fixtures) map[string][]journalLine { return fx.journalLines }))
-	get("/accounts/api/payment-vouchers/", s.oneList(func(fx *fixtures) any { return fx.payments }))
-	get("/accounts/api/payment-vouchers/{pk}/journal-preview/", s.servePreview(func(fx *fixtures) map[string][]journalLine { return fx.paymentLines }))
-	get("/accounts/api/receipt-vouchers/", s.oneList(func(fx *fixtures) any { return fx.receipts }))
-	get("/accounts/api/receipt-vouchers/{pk}/journal-preview/", s.servePreview(func(fx *fixtures) map[string][]journalLine { return fx.receiptLines }))
+	oneList("/accounts/api/cashbox-reconciliations/", func(fx *fixtures) any { return fx.recons })
+	get("/accounts/api/journal-entries/", s.serveList(func(fx *fixtures) any { return fx.journals }, layoutDataTables))
+	preview("/accounts/api/journal-entries/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.journalLines })
+	oneList("/accounts/api/payment-vouchers/", func(fx *fixtures) any { return fx.payments })
+	preview("/accounts/api/payment-vouchers/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.paymentLines })
+	oneList("/accounts/api/receipt-vouchers/", func(fx *fixtures) any { return fx.receipts })
+	preview("/accounts/api/receipt-vouchers/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.receiptLines })
 	get("/accounts/api/balance-sheet-tree/", s.serveBalanceSheet)
 
-	msg := "/messaging"
-	get(msg+"/api/conversations/", s.oneList(func(fx *fixtures) any { return fx.conversations }))
-	get(msg+"/api/messages/", s.oneList(func(fx *fixtures) any { return fx.messages }))
-	get(msg+"/api/templates/", s.oneList(func(fx *fixtures) any { return fx.templates }))
-	get(msg+"/api/queue/", s.oneList(func(fx *fixtures) any { return fx.queue }))
+	msg := s.opts.MessagingPrefix
+	oneList(msg+"/api/conversations/", func(fx *fixtures) any { return fx.conversations })
+	oneList(msg+"/api/messages/", func(fx *fixtures) any { return fx.messages })
+	oneList(msg+"/api/templates/", func(fx *fixtures) any { return fx.templates })
+	oneList(msg+"/api/queue/", func(fx *fixtures) any { return fx.queue })
 	get(msg+"/api/stats/", s.object(func(fx *fixtures) any { return fx.stats }))
 	get(msg+"/api/settings/", s.object(func(fx *fixtures) any { return fx.settings }))
 
@@ -69,37 +72,36 @@ func serveRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	mux.ServeHTTP(w, r)
 }
 
-// fixtures returns the fixture set of the money format in force, building it
-// on first use (a fleet's tenants mostly never serve both formats).
+// fixtures returns the fixture set of the money format and hostile switch
+// in force, building it on first use (a fleet's tenants mostly never serve
+// more than one kind).
 func (s *Sim) fixtures() *fixtures {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := 0
-	if s.money {
-		i = 1
+	k := fixtureKind{moneyAsString: s.money, hostile: s.hostileDetails}
+	if s.fx[k.index()] == nil {
+		s.fx[k.index()] = buildFixtures(s.opts.Seed, s.opts.BranchID, s.opts.SlashIDs, k)
 	}
-	if s.fx[i] == nil {
-		s.fx[i] = buildFixtures(s.opts.Seed, s.opts.BranchID, s.opts.SlashIDs, s.money)
-	}
-	return s.fx[i]
+	return s.fx[k.index()]
 }
 
 // ---- handlers ------------------------------------------------------------------
 
-// oneList serves a route whose whole answer is one list, in the envelope in
-// force.
-func (s *Sim) oneList(pick func(*fixtures) any) http.HandlerFunc {
+// serveList serves a list of fixtures in layout lay.
+func (s *Sim) serveList(pick func(*fixtures) any, lay layout) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		recs, err := encodeEach(pick(s.fixtures()))
-		if err != nil {
-			serverError(w, err)
-			return
-		}
-		s.mu.Lock()
-		env := s.env
-		s.mu.Unlock()
-		s.writeEnvelope(w, r, recs, env)
+		s.serveItems(w, r, pick(s.fixtures()), lay)
 	}
+}
+
+// serveItems serves the slice items in layout lay.
+func (s *Sim) serveItems(w http.ResponseWriter, r *http.Request, items any, lay layout) {
+	recs, err := encodeEach(items)
+	if err != nil {
+		serverError(w, err)
+		return
+	}
+	s.serveRecords(w, r, recs, lay)
 }
 
 // object serves a route whose answer is {"ok":true,"data":{...}}.
@@ -116,31 +118,25 @@ func (s *Sim) serveAccess(w http.ResponseWriter, r *http.Request) {
 		notFound(w)
 		return
 	}
-	writeValue(w, http.StatusOK, okData{OK: true, Data: grants})
+	s.serveItems(w, r, grants, layoutData)
 }
 
 // servePreview serves the journal preview of one document. The id comes
 // unescaped from PathValue, so JE%2F2026%2F1 finds "JE/2026/1".
 func (s *Sim) servePreview(pick func(*fixtures) map[string][]journalLine) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		lines, ok := pick(s.fixtures())[r.PathValue("pk")]
+		fx, pk := s.fixtures(), r.PathValue("pk")
+		if pk != "" && pk == fx.brokenPreview {
+			writeJSON(w, http.StatusOK, malformedPreview)
+			return
+		}
+		lines, ok := pick(fx)[pk]
 		if !ok {
 			notFound(w)
 			return
 		}
 		writeValue(w, http.StatusOK, okData{OK: true, Data: journalPreview{Lines: lines}})
 	}
-}
-
-// serveJournalEntries always answers DataTables, paged by start/length: that
-// is what the ERP's journal-entry list takes (draw, start, length).
-func (s *Sim) serveJournalEntries(w http.ResponseWriter, r *http.Request) {
-	recs, err := encodeEach(s.fixtures().journals)
-	if err != nil {
-		serverError(w, err)
-		return
-	}
-	s.writeDataTables(w, r, recs, s.opts.DefaultPageSize)
 }
 
 func (s *Sim) serveBalanceSheet(w http.ResponseWriter, r *http.Request) {
@@ -150,7 +146,7 @@ func (s *Sim) serveBalanceSheet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeValue(w, http.StatusOK, okData{OK: true, Data: s.fixtures().balanceSheet})
+	s.serveItems(w, r, s.fixtures().balanceSheet, layoutData)
 }
 
 func (s *Sim) serveCurrencies(w http.ResponseWriter, r *http.Request) {
@@ -158,7 +154,7 @@ func (s *Sim) serveCurrencies(w http.ResponseWriter, r *http.Request) {
 	cs := append([]Currency(nil), s.currencies...)
 	s.mu.Unlock()
 	all := r.URL.Query().Get("scope") == "all"
-	out := []currencyJSON{}
+	var out []currencyJSON
 	for _, c := range cs {
 		if c.Active && (all || c.SystemEnabled) {
 			out = append(out, newCurrencyJSON(c))
@@ -171,7 +167,7 @@ func (s *Sim) serveCurrencies(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	writeValue(w, http.StatusOK, okData{OK: true, Data: out})
+	s.serveItems(w, r, out, layoutData)
 }
 
 // currencyJSON is a currency as the reviewed contract lists its fields, plus
@@ -197,113 +193,6 @@ func newCurrencyJSON(c Currency) currencyJSON {
 		ExchangeRate: c.ExchangeRate, HasExchangeRate: !c.IsBase, RequiresExchangeRate: !c.IsBase,
 		IsBaseCurrency: c.IsBase, IsSystemEnabled: c.SystemEnabled, IsActive: c.Active, DecimalPlaces: 2,
 	}
-}
-
-// ---- list envelopes ------------------------------------------------------------
-
-type okData struct {
-	OK   bool `json:"ok"`
-	Data any  `json:"data"`
-}
-
-type drfPage struct {
-	Count    int               `json:"count"`
-	Next     *string           `json:"next"`
-	Previous *string           `json:"previous"`
-	Results  []json.RawMessage `json:"results"`
-}
-
-type dataTablesPage struct {
-	Draw            int               `json:"draw"`
-	RecordsTotal    int               `json:"recordsTotal"`
-	RecordsFiltered int               `json:"recordsFiltered"`
-	Data            []json.RawMessage `json:"data"`
-}
-
-// encodeEach encodes every element of a slice on its own, so that list
-// writers can page, count and rewrite records without knowing their type.
-// The result is never nil: an empty list is written as [].
-func encodeEach(items any) ([]json.RawMessage, error) {
-	var all []json.RawMessage
-	b, err := json.Marshal(items)
-	if err == nil {
-		err = json.Unmarshal(b, &all)
-	}
-	if all == nil {
-		all = []json.RawMessage{}
-	}
-	return all, err
-}
-
-// writeEnvelope writes a whole list in envelope env.
-func (s *Sim) writeEnvelope(w http.ResponseWriter, r *http.Request, recs []json.RawMessage, env Envelope) {
-	switch env {
-	case EnvelopeArray:
-		writeValue(w, http.StatusOK, recs)
-	case EnvelopeResults:
-		s.writeDRF(w, r, recs, s.opts.PageSizeCap)
-	case EnvelopeDataTables:
-		s.writeDataTables(w, r, recs, len(recs))
-	default:
-		writeValue(w, http.StatusOK, okData{OK: true, Data: recs})
-	}
-}
-
-// writeDRF answers a Django REST framework page: ?page=N (from 1) of size ps,
-// with an absolute next link on the same origin.
-func (s *Sim) writeDRF(w http.ResponseWriter, r *http.Request, recs []json.RawMessage, ps int) {
-	q := r.URL.Query()
-	page := 1
-	if q.Has("page") {
-		n, err := strconv.Atoi(q.Get("page"))
-		if err != nil || n < 1 {
-			writeJSON(w, http.StatusNotFound, `{"detail":"Invalid page."}`)
-			return
-		}
-		page = n
-	}
-	start := (page - 1) * ps
-	if start > 0 && start >= len(recs) {
-		writeJSON(w, http.StatusNotFound, `{"detail":"Invalid page."}`)
-		return
-	}
-	end := min(start+ps, len(recs))
-	out := drfPage{Count: len(recs), Results: recs[start:end]}
-	if end < len(recs) {
-		q.Set("page", strconv.Itoa(page+1))
-		next := sameOrigin(r, q)
-		out.Next = &next
-	}
-	writeValue(w, http.StatusOK, out)
-}
-
-// sameOrigin is the absolute URL of the route of r with query q.
-func sameOrigin(r *http.Request, q url.Values) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	u := url.URL{Scheme: scheme, Host: r.Host, Path: r.URL.Path, RawQuery: q.Encode()}
-	return u.String()
-}
-
-// writeDataTables answers {"draw","recordsTotal","recordsFiltered","data"}
-// for the rows start..start+length; length defaults to defLen and is capped
-// at PageSizeCap.
-func (s *Sim) writeDataTables(w http.ResponseWriter, r *http.Request, recs []json.RawMessage, defLen int) {
-	q := r.URL.Query()
-	draw := 1
-	if n, err := strconv.Atoi(q.Get("draw")); err == nil {
-		draw = n
-	}
-	start, _ := intParam(q, "start")
-	start = min(start, len(recs))
-	n := defLen
-	if ln, ok := intParam(q, "length"); ok {
-		n = s.pageSize(ln, true)
-	}
-	end := min(start+n, len(recs))
-	writeValue(w, http.StatusOK, dataTablesPage{Draw: draw, RecordsTotal: len(recs), RecordsFiltered: len(recs), Data: recs[start:end]})
 }
 
 // intParam parses a non-negative integer query value.
