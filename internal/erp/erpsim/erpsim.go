@@ -500,10 +500,14 @@ func defaultCurrencies() []Currency {
 // Serve serves the simulator on ln until ctx is done, then shuts the server
 // down gracefully (bounded) and returns nil.
 func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
+	return serve(ctx, ln, s)
+}
+
+func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           s,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}

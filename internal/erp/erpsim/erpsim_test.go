@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/shopspring/decimal"
 )
@@ -1621,5 +1622,140 @@ func TestMessagingPrefix(t *testing.T) {
 				t.Errorf("prefix %q: default path still served", prefix)
 			}
 		}
+	}
+}
+
+func TestFleet(t *testing.T) {
+	f := NewFleet(FleetOptions{Tenants: 3, Template: Options{Invoices: 45, SlashIDs: true}})
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	if got := strings.Join(f.Names(), ","); got != "src000,src001,src002" {
+		t.Fatalf("names %s", got)
+	}
+	if f.Tenant("src003") != nil || f.Tenant("src001") == nil {
+		t.Fatal("Tenant")
+	}
+	loginAt := func(base string) string {
+		r := mustDo(t, "POST", base+"/api/auth/token/", "", `{"username":"erpsync","password":"erpsync-demo-password"}`)
+		if r.status != 200 {
+			t.Fatalf("login at %s: %d %s", base, r.status, r.body)
+		}
+		return decode(t, r.body)["access_token"].(string)
+	}
+	toks := map[string]string{}
+	totals := map[string]bool{}
+	for _, name := range f.Names() {
+		base := srv.URL + "/t/" + name
+		sim := f.Tenant(name)
+		tok := loginAt(base)
+		toks[name] = tok
+		// Invoices with cursors, as from a plain simulator.
+		pages, _ := invoicePages(t, base, tok, 10)
+		var ids []int64
+		for _, p := range pages {
+			for _, rec := range p {
+				var v struct{ ID int64 }
+				if err := json.Unmarshal(rec, &v); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, v.ID)
+			}
+		}
+		if len(pages) != 5 || len(ids) != 45 || ids[44] != sim.Invoices()[44].ID {
+			t.Fatalf("%s: %d pages, %d ids", name, len(pages), len(ids))
+		}
+		totals[sim.InvoiceTotal().String()] = true
+		// Details with escaped ids, and the request log without the prefix.
+		r := mustDo(t, "GET", base+"/accounts/api/journal-entries/JE%2F2026%2F000002/journal-preview/", "Bearer "+tok, "")
+		if r.status != 200 {
+			t.Fatalf("%s preview: %d %s", name, r.status, r.body)
+		}
+		balanced(t, decode(t, r.body))
+		reqs := sim.Requests()
+		if last := reqs[len(reqs)-1]; last.Path != "/accounts/api/journal-entries/JE/2026/000002/journal-preview/" || last.Status != 200 {
+			t.Fatalf("%s log: %+v", name, last)
+		}
+		if reqs[0].Path != "/api/auth/token/" {
+			t.Fatalf("%s log starts with %+v", name, reqs[0])
+		}
+	}
+	if len(totals) != 3 {
+		t.Fatal("tenants hold the same invoices")
+	}
+	// Tokens and cursors belong to one tenant.
+	if r := mustDo(t, "GET", srv.URL+"/t/src001/accounts/api/cashboxes/", "Bearer "+toks["src000"], ""); r.status != 401 {
+		t.Fatalf("src000's token at src001: %d", r.status)
+	}
+	r := mustDo(t, "GET", srv.URL+"/t/src000/sales/api/invoices/list/?page_size=10", "Bearer "+toks["src000"], "")
+	c := decode(t, r.body)["pagination"].(map[string]any)["next_cursor"].(string)
+	if r := mustDo(t, "GET", srv.URL+"/t/src001/sales/api/invoices/list/?page_size=10&cursor="+url.QueryEscape(c), "Bearer "+toks["src001"], ""); r.status != 400 {
+		t.Fatalf("src000's cursor at src001: %d", r.status)
+	}
+	// Knobs are per tenant; DRF next links carry the prefix.
+	f.Tenant("src002").SetListPaging(ListPagingDRF, 3)
+	next := srv.URL + "/t/src002/accounts/api/payment-vouchers/"
+	var got int
+	for next != "" {
+		r := mustDo(t, "GET", next, "Bearer "+toks["src002"], "")
+		var p drfPage
+		if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 {
+			t.Fatalf("%s: %d %s", next, r.status, r.body)
+		}
+		got += len(p.Results)
+		next = ""
+		if p.Next != nil {
+			if !strings.HasPrefix(*p.Next, srv.URL+"/t/src002/accounts/api/payment-vouchers/?page=") {
+				t.Fatalf("next %s", *p.Next)
+			}
+			next = *p.Next
+		}
+	}
+	if got != 12 {
+		t.Fatalf("%d vouchers over DRF pages", got)
+	}
+	if m := decode(t, mustDo(t, "GET", srv.URL+"/t/src001/accounts/api/payment-vouchers/", "Bearer "+toks["src001"], "").body); len(m["data"].([]any)) != 12 {
+		t.Fatal("paging knob leaked to another tenant")
+	}
+	for _, p := range []string{"/", "/t/", "/t/src009/api/auth/me/", "/t/src000", "/accounts/api/cashboxes/"} {
+		if r := mustDo(t, "GET", srv.URL+p, "Bearer "+toks["src000"], ""); r.status != 404 {
+			t.Errorf("%s: %d", p, r.status)
+		}
+	}
+
+	// Explicit names, and Serve.
+	f = NewFleet(FleetOptions{Names: []string{"east", "west"}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Serve(ctx, ln) }()
+	loginAt("http://" + ln.Addr().String() + "/t/west")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if f.Tenant("west").ActiveTokens() != 1 || f.Tenant("east").ActiveTokens() != 0 {
+		t.Fatal("token issued by the wrong tenant")
+	}
+}
+
+func TestFleetMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 600,000 invoices")
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f := NewFleet(FleetOptions{Tenants: 200, Template: Options{Invoices: 3000}})
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if heap := int64(after.HeapAlloc) - int64(before.HeapAlloc); heap > 160<<20 {
+		t.Fatalf("200 tenants of 3000 invoices hold %d MiB", heap>>20)
+	}
+	a, b := f.Tenant("src000").Invoices(), f.Tenant("src199").Invoices()
+	if unsafe.StringData(a[7].Number) != unsafe.StringData(b[7].Number) {
+		t.Fatal("tenants do not share invoice numbers")
 	}
 }
