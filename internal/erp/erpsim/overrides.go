@@ -13,8 +13,10 @@ import (
 // Per-route overrides let a test make one route of an installation behave
 // differently: refuse access, answer nothing, answer far too much, use an
 // envelope nobody knows or drift its fields. A route is named by its path as
-// the client requests it (for a fleet tenant, without the /t/<name> prefix),
-// e.g. "/accounts/api/cashboxes/" or "/accounts/api/cashboxes/2/access/".
+// the client requests it, unescaped and, for a fleet tenant, without the
+// /t/<name> prefix: "/accounts/api/cashboxes/",
+// "/accounts/api/cashboxes/2/access/",
+// "/accounts/api/journal-entries/JE/2026/000001/journal-preview/".
 
 type routeOverride struct {
 	status          int
@@ -38,9 +40,6 @@ func (s *Sim) setOverride(path string, edit func(*routeOverride)) {
 		delete(s.overrides, path)
 	} else {
 		s.overrides[path] = o
-	}
-	if path == invoiceListPath {
-		s.pre = nil // pre-encoded pages do not know about overrides
 	}
 }
 

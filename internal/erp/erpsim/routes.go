@@ -34,7 +34,7 @@ func (s *Sim) dataRoutes() *http.ServeMux {
 	oneList := func(p string, pick func(*fixtures) any) { get(p, s.serveList(pick, layoutOneList)) }
 	preview := func(p string, pick func(*fixtures) map[string][]journalLine) { get(p, s.servePreview(pick)) }
 
-	get("/sales/api/invoices/list/", s.serveInvoices)
+	get(invoiceListPath, s.serveInvoices)
 	get("/accounts/api/currencies/", s.serveCurrencies)
 	oneList("/accounts/api/cashboxes/", func(fx *fixtures) any { return fx.cashboxes })
 	get("/accounts/api/cashboxes/{id}/access/", s.serveAccess)
