@@ -1,5 +1,5 @@
 -- +goose Up
--- Journal entries and vouchers (SPEC section 1). Their fields are "not
+-- Journal entries and vouchers. Their fields are "not
 -- shown" in the reference: the typed columns are what installations
 -- send in practice; everything is in payload either way. Their ids are
 -- strings at the ERP.

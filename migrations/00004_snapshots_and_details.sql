@@ -1,5 +1,5 @@
 -- +goose Up
--- The streams that are not one (source, id) list (SPEC section 1).
+-- The streams that are not one (source, id) list.
 
 -- One balance-sheet tree per (source, as_of): a node per row, flattened
 -- with its parent and depth; balance exact.

@@ -304,13 +304,10 @@ func (o Options) naiveBaseline(ctx context.Context, perPage bool) (naiveResult, 
 		return naiveResult{}, err
 	}
 	start := time.Now()
-	cursor, n := "", 0
-	for {
-		q := url.Values{"page_size": {strconv.Itoa(o.PageSize)}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		page, err := client.List(ctx, "/sales/api/invoices/list/", q)
+	n := 0
+	pages := client.List(erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: o.PageSize})
+	for !pages.Done() {
+		page, err := pages.Next(ctx)
 		if err != nil {
 			return naiveResult{}, err
 		}
@@ -340,15 +337,12 @@ WHERE erp.invoices.payload IS DISTINCT FROM EXCLUDED.payload`, id, db.Numeric(to
 			}
 			n++
 		}
+		page.Release()
 		if perPage {
 			if err := tx.Commit(ctx); err != nil {
 				return naiveResult{}, err
 			}
 		}
-		if !page.HasNext {
-			break
-		}
-		cursor = page.NextCursor
 	}
 	secs := time.Since(start).Seconds()
 	return naiveResult{secs: secs, rowsPerSec: float64(n) / secs}, nil

@@ -35,20 +35,13 @@ func cmdCheck(e *env) error {
 	if pool, err := db.Open(ctx, cfg.DatabaseURL.Value()); err != nil {
 		fail("database", err)
 	} else {
-		m, err := db.NewMigrator(pool, nil)
-		if err == nil {
-			var cur, target int64
-			if cur, target, err = m.Versions(ctx); err == nil {
-				if cur < target {
-					fmt.Fprintf(e.stdout, "warn  database: schema at version %d of %d; `erpsync migrate` (or run with auto-migrate) will apply the rest\n", cur, target)
-				} else {
-					fmt.Fprintf(e.stdout, "ok    database: schema at version %d\n", cur)
-				}
-			}
-			m.Close()
-		}
-		if err != nil {
+		switch cur, target, err := db.SchemaVersions(ctx, pool); {
+		case err != nil:
 			fail("database schema", err)
+		case cur < target:
+			fmt.Fprintf(e.stdout, "warn  database: %v (or run with auto-migrate)\n", &db.SchemaError{Current: cur, Target: target})
+		default:
+			fmt.Fprintf(e.stdout, "ok    database: schema at version %d\n", cur)
 		}
 		pool.Close()
 	}

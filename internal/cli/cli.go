@@ -21,7 +21,8 @@ import (
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/streams"
 )
 
 // Exit statuses.
@@ -53,6 +54,7 @@ type env struct {
 	environ []string
 	stdout  io.Writer
 	stderr  io.Writer
+	catalog *ingest.Catalog
 }
 
 // Main runs one command and returns the exit status.
@@ -61,7 +63,12 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	e := &env{args: args[1:], environ: environ, stdout: stdout, stderr: stderr}
+	catalog, err := streams.Default()
+	if err != nil {
+		fmt.Fprintf(stderr, "erpsync: %v\n", err)
+		return exitFailed
+	}
+	e := &env{args: args[1:], environ: environ, stdout: stdout, stderr: stderr, catalog: catalog}
 	cmds := map[string]func(*env) error{
 		"migrate":  cmdMigrate,
 		"sync":     cmdSync,
@@ -83,13 +90,13 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "erpsync: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
-	err := cmd(e)
+	err = cmd(e)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case isUsage(err) || config.IsConfigError(err):
+	case isUsage(err) || config.IsConfigError(err) || isSchemaError(err):
 		fmt.Fprintf(stderr, "erpsync %s: %v\n", args[0], err)
 		return exitUsage
 	default:
@@ -107,6 +114,14 @@ func usageErrorf(format string, a ...any) error { return &usageError{fmt.Sprintf
 func isUsage(err error) bool {
 	var u *usageError
 	return errors.As(err, &u)
+}
+
+// isSchemaError: a schema that is missing or behind is fixed by running
+// `erpsync migrate`, not by retrying, so it exits like a configuration
+// problem.
+func isSchemaError(err error) bool {
+	var se *db.SchemaError
+	return errors.As(err, &se)
 }
 
 // flags returns a flag set with the options every command shares.
@@ -158,7 +173,7 @@ func (e *env) positional() []string { return e.args }
 
 // loadConfig reads the configuration; needERP requires a usable source.
 func (e *env) loadConfig(file string, needERP bool) (config.Config, error) {
-	return config.Load(e.environ, config.Options{ConfigFile: file, KnownStreams: sync.Names(), NeedERP: needERP})
+	return config.Load(e.environ, config.Options{ConfigFile: file, KnownStreams: e.catalog.Names(), NeedERP: needERP})
 }
 
 // signalContext returns a context cancelled on SIGINT/SIGTERM.
@@ -176,37 +191,11 @@ func openDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*pgxpool.
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureSchema(ctx, pool, cfg.AutoMigrate, log); err != nil {
+	if err := db.EnsureSchema(ctx, pool, cfg.AutoMigrate, log); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	return pool, nil
-}
-
-func ensureSchema(ctx context.Context, pool *pgxpool.Pool, migrate bool, log *slog.Logger) error {
-	m, err := db.NewMigrator(pool, nil)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if migrate {
-		applied, err := m.Up(ctx)
-		if err != nil {
-			return err
-		}
-		if len(applied) > 0 {
-			log.Info("schema migrated", "versions", applied)
-		}
-		return nil
-	}
-	cur, target, err := m.Versions(ctx)
-	if err != nil {
-		return err
-	}
-	if cur < target {
-		return fmt.Errorf("schema is at version %d, this binary needs %d: run `erpsync migrate` (auto-migrate is off)", cur, target)
-	}
-	return nil
 }
 
 // newClient builds the ERP client of a source; tweak adjusts the options
@@ -223,6 +212,7 @@ func newClient(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...f
 		Timeout:      src.Timeout,
 		Observer:     obs,
 		Logger:       log.With("source", src.Name),
+		Hints:        erp.Hints{Credentials: src.CredentialKeys()},
 	}
 	for _, t := range tweak {
 		t(&opt)
@@ -232,17 +222,17 @@ func newClient(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...f
 
 // streamsFor resolves the streams to run for a source: the named ones, or
 // the source's enabled ones.
-func streamsFor(src config.Source, names []string) ([]*sync.Stream, error) {
+func (e *env) streamsFor(src config.Source, names []string) ([]ingest.Stream, error) {
 	if len(names) == 0 {
 		for _, sc := range src.Streams {
 			names = append(names, sc.Name)
 		}
 	}
-	out := make([]*sync.Stream, 0, len(names))
+	out := make([]ingest.Stream, 0, len(names))
 	for _, n := range names {
-		s, ok := sync.Lookup(n)
+		s, ok := e.catalog.Lookup(n)
 		if !ok {
-			return nil, usageErrorf("unknown stream %q; known streams: %s", n, strings.Join(sync.Names(), ", "))
+			return nil, usageErrorf("unknown stream %q; known streams: %s", n, strings.Join(e.catalog.Names(), ", "))
 		}
 		out = append(out, s)
 	}

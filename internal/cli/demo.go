@@ -71,7 +71,7 @@ func cmdDemo(e *env) error {
 
 	fmt.Fprintf(e.stdout, "erpsync demo: simulated ERP at %s with %d invoices\n\n", cfg.Sources[0].BaseURL, *invoices)
 	fmt.Fprintln(e.stdout, "first sync:")
-	if err := syncOnce(ctx, stop, pool, cfg, nil, 1, log, e.stderr); err != nil {
+	if err := e.syncOnce(ctx, stop, pool, cfg, nil, 1, log); err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {
@@ -94,16 +94,16 @@ func cmdDemo(e *env) error {
 	sim.SetCurrencyRate("EUR", "0.925000")
 	fmt.Fprintf(e.stdout, "\nthe ERP changed: invoice %s now totals 123456789012345678.123456, invoice %s is gone, one is new, EUR moved to 0.925000\n", changed, removed)
 	fmt.Fprintln(e.stdout, "second sync:")
-	if err := syncOnce(ctx, stop, pool, cfg, nil, 1, log, e.stderr); err != nil {
+	if err := e.syncOnce(ctx, stop, pool, cfg, nil, 1, log); err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {
 		return err
 	}
 
-	var warehouse string
-	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(total_bc), 0)::text FROM erp.invoices WHERE source = 'demo' AND deleted_at IS NULL`).Scan(&warehouse); err != nil {
-		return fmt.Errorf("summing invoices: %w", err)
+	warehouse, err := db.LiveTotal(ctx, pool, "erp.invoices", "total_bc", "demo")
+	if err != nil {
+		return err
 	}
 	want := sim.InvoiceTotal()
 	match := "equal, digit for digit"
@@ -130,27 +130,13 @@ Now query the warehouse:
 }
 
 func printDemoTables(ctx context.Context, e *env, pool *pgxpool.Pool) error {
-	rows, err := pool.Query(ctx, `
-SELECT stream, pages, rows_seen, rows_inserted, rows_updated, rows_unchanged, rows_rejected, rows_deleted
-FROM (SELECT DISTINCT ON (stream) * FROM erp.sync_runs WHERE source = 'demo' ORDER BY stream, id DESC) r ORDER BY stream`)
+	runs, err := db.LastRuns(ctx, pool, "demo")
 	if err != nil {
-		return fmt.Errorf("reading runs: %w", err)
-	}
-	type line struct {
-		stream                                                    string
-		pages, seen, inserted, updated, unchanged, rejected, gone int64
-	}
-	lines, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (line, error) {
-		var l line
-		err := r.Scan(&l.stream, &l.pages, &l.seen, &l.inserted, &l.updated, &l.unchanged, &l.rejected, &l.gone)
-		return l, err
-	})
-	if err != nil {
-		return fmt.Errorf("reading runs: %w", err)
+		return err
 	}
 	fmt.Fprintf(e.stdout, "  %-25s %6s %8s %9s %8s %10s %9s %8s\n", "stream", "pages", "rows", "inserted", "updated", "unchanged", "rejected", "deleted")
-	for _, l := range lines {
-		fmt.Fprintf(e.stdout, "  %-25s %6d %8d %9d %8d %10d %9d %8d\n", l.stream, l.pages, l.seen, l.inserted, l.updated, l.unchanged, l.rejected, l.gone)
+	for _, l := range runs {
+		fmt.Fprintf(e.stdout, "  %-25s %6d %8d %9d %8d %10d %9d %8d\n", l.Stream, l.Pages, l.Seen, l.Inserted, l.Updated, l.Unchanged, l.Rejected, l.Gone)
 	}
 	return nil
 }

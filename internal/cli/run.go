@@ -45,6 +45,6 @@ func cmdRun(e *env) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	d := &daemon.Daemon{Cfg: cfg, Log: log, Metrics: m, Clients: clients, Prefetch: *prefetch}
+	d := &daemon.Daemon{Cfg: cfg, Catalog: e.catalog, Log: log, Metrics: m, Clients: clients, Prefetch: *prefetch}
 	return d.Run(ctx, ln)
 }

@@ -14,7 +14,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
-	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 func cmdMigrate(e *env) error {
@@ -68,7 +69,7 @@ func cmdSync(e *env) error {
 		return err
 	}
 	for _, src := range cfg.Sources {
-		if _, err := streamsFor(src, e.positional()); err != nil {
+		if _, err := e.streamsFor(src, e.positional()); err != nil {
 			return err
 		}
 	}
@@ -80,16 +81,17 @@ func cmdSync(e *env) error {
 		return err
 	}
 	defer pool.Close()
-	return syncOnce(ctx, stop, pool, cfg, e.positional(), *prefetch, log, e.stderr)
+	return e.syncOnce(ctx, stop, pool, cfg, e.positional(), *prefetch, log)
 }
 
 // syncOnce runs the named (or enabled) streams of every source one after
 // the other; a failing stream does not stop the others.
-func syncOnce(ctx context.Context, stop <-chan struct{}, pool *pgxpool.Pool, cfg config.Config, names []string, prefetch int, log *slog.Logger, term io.Writer) error {
-	runner := &sync.Runner{Pool: pool, Log: log, Prefetch: prefetch}
+func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, pool *pgxpool.Pool, cfg config.Config, names []string, prefetch int, log *slog.Logger) error {
+	term := e.stderr
+	runner := &ingest.Runner{Pool: pool, Log: log, Prefetch: prefetch}
 	failed := 0
 	for _, src := range cfg.Sources {
-		streams, err := streamsFor(src, names)
+		streams, err := e.streamsFor(src, names)
 		if err != nil {
 			return err
 		}
@@ -98,17 +100,17 @@ func syncOnce(ctx context.Context, stop <-chan struct{}, pool *pgxpool.Pool, cfg
 			return err
 		}
 		for _, s := range streams {
-			res := runner.Run(ctx, stop, sync.Target{Source: src.Name, Client: client, PageSize: src.PageSize}, s, progressPrinter(term, src.Name, s.Name))
+			res := runner.Run(ctx, stop, ingest.Target{Source: src.Name, Client: client, PageSize: src.PageSize}, s, progressPrinter(term, src.Name, s.Name()))
 			if isTerminal(term) {
 				fmt.Fprint(term, "\r\033[K")
 			}
 			switch {
-			case errors.Is(res.Err, sync.ErrBusy):
-				fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Name)
-			case res.Err != nil && res.Status != sync.StatusCancelled:
+			case errors.Is(res.Err, ingest.ErrBusy):
+				fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Name())
+			case res.Err != nil && res.Status != model.StatusCancelled:
 				failed++
 			}
-			if res.Status == sync.StatusCancelled {
+			if res.Status == model.StatusCancelled {
 				break
 			}
 		}
@@ -126,12 +128,12 @@ func syncOnce(ctx context.Context, stop <-chan struct{}, pool *pgxpool.Pool, cfg
 
 // progressPrinter shows live progress on a terminal and nothing otherwise
 // (the runner logs one summary line per stream either way).
-func progressPrinter(w io.Writer, source, stream string) func(db.RunStats) {
+func progressPrinter(w io.Writer, source, stream string) func(model.RunStats) {
 	if !isTerminal(w) {
 		return nil
 	}
 	start := time.Now()
-	return func(s db.RunStats) {
+	return func(s model.RunStats) {
 		rowsPerSec := float64(s.Seen) / max(time.Since(start).Seconds(), 0.001)
 		fmt.Fprintf(w, "\r\033[K%s/%s: %d pages, %d rows, %.0f rows/s", source, stream, s.Pages, s.Seen, rowsPerSec)
 	}

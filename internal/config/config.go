@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -21,6 +20,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/erpsync/erpsync/internal/erp"
 )
 
 // CoreStreams are enabled when neither the file nor ERPSYNC_STREAMS names any.
@@ -85,6 +86,23 @@ type Source struct {
 	PageSize     int
 	Timeout      time.Duration // per HTTP request
 	Streams      []StreamConfig
+	// Keys names the settings the credentials came from, for messages
+	// that tell the operator what to check.
+	Keys SourceKeys
+}
+
+// SourceKeys are the names, as the operator wrote them (an environment
+// variable or a key of the config file), of a source's credentials.
+type SourceKeys struct {
+	Username, Password, ClientID, ClientSecret string
+}
+
+// CredentialKeys says which settings hold the source's credentials.
+func (s Source) CredentialKeys() string {
+	if s.Auth == "plugin" {
+		return s.Keys.ClientID + " and " + s.Keys.ClientSecret
+	}
+	return s.Keys.Username + " and " + s.Keys.Password
 }
 
 // StreamConfig is one enabled stream of a source.
@@ -289,6 +307,12 @@ func fileSourceToSource(where string, fs fileSource, env map[string]string, enab
 		ClientID:     fs.ClientID,
 		PageSize:     fs.PageSize,
 	}
+	src.Keys = SourceKeys{
+		Username:     where + ".username",
+		Password:     secretOrigin(where+".password_env", fs.PasswordEnv, where+".password_file"),
+		ClientID:     where + ".client_id",
+		ClientSecret: secretOrigin(where+".client_secret_env", fs.ClientSecretEnv, where+".client_secret_file"),
+	}
 	var err error
 	if src.Password, err = secretFrom(where+".password_env", where+".password_file", env, fs.PasswordEnv, fs.PasswordFile); err != nil {
 		return Source{}, err
@@ -337,6 +361,14 @@ func DefaultSchedule(stream string) string {
 
 func applyEnv(src Source, env map[string]string) (Source, error) {
 	src.BaseURL = cmp.Or(env["ERPSYNC_ERP_BASE_URL"], src.BaseURL)
+	if env["ERPSYNC_ERP_USERNAME"] != "" || src.Keys.Username == "" {
+		src.Keys.Username = "ERPSYNC_ERP_USERNAME"
+	}
+	if env["ERPSYNC_ERP_CLIENT_ID"] != "" || src.Keys.ClientID == "" {
+		src.Keys.ClientID = "ERPSYNC_ERP_CLIENT_ID"
+	}
+	src.Keys.Password = envSecretOrigin(env, "ERPSYNC_ERP_PASSWORD", src.Keys.Password)
+	src.Keys.ClientSecret = envSecretOrigin(env, "ERPSYNC_ERP_CLIENT_SECRET", src.Keys.ClientSecret)
 	src.Username = cmp.Or(env["ERPSYNC_ERP_USERNAME"], src.Username)
 	src.Auth = cmp.Or(env["ERPSYNC_ERP_AUTH"], src.Auth)
 	src.PluginScheme = cmp.Or(env["ERPSYNC_ERP_PLUGIN_SCHEME"], src.PluginScheme)
@@ -370,6 +402,26 @@ func applyEnv(src Source, env map[string]string) (Source, error) {
 		src.ClientSecret = cs
 	}
 	return src, nil
+}
+
+// secretOrigin names where a file source's secret comes from.
+func secretOrigin(envKey, envVar, fileKey string) string {
+	if envVar != "" {
+		return envVar + " (" + envKey + ")"
+	}
+	return fileKey
+}
+
+// envSecretOrigin names the variable a secret is read from when the
+// environment sets it, else keeps what the file said.
+func envSecretOrigin(env map[string]string, key, fromFile string) string {
+	switch {
+	case env[key+"_FILE"] != "":
+		return key + "_FILE"
+	case env[key] != "" || fromFile == "":
+		return key
+	}
+	return fromFile
 }
 
 // secretFrom reads a secret from an environment variable or a file; both
@@ -406,7 +458,7 @@ func validateSource(s Source, opts Options) error {
 		if opts.NeedERP {
 			return errf("%s: ERPSYNC_ERP_BASE_URL (base_url) is not set", where)
 		}
-	} else if err := ValidateBaseURL(s.BaseURL); err != nil {
+	} else if err := erp.ValidateBaseURL(s.BaseURL); err != nil {
 		return errf("%s: ERPSYNC_ERP_BASE_URL: %v", where, err)
 	}
 	switch s.Auth {
@@ -453,38 +505,6 @@ func validateSource(s Source, opts Options) error {
 // @every 5m or @hourly, and a CRON_TZ= prefix.
 func ParseSchedule(spec string) (cron.Schedule, error) {
 	return cron.ParseStandard(spec)
-}
-
-// ValidateBaseURL allows https anywhere and http only for loopback hosts:
-// credentials and tokens must never cross a network in clear text.
-func ValidateBaseURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("%q is not a URL", raw)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("%q has no host", raw)
-	}
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		if IsLoopback(u.Hostname()) {
-			return nil
-		}
-		return fmt.Errorf("%q: HTTPS is required (http:// is accepted only for loopback hosts such as 127.0.0.1 or localhost)", raw)
-	default:
-		return fmt.Errorf("%q: scheme must be https", raw)
-	}
-}
-
-// IsLoopback reports whether host is localhost or a loopback IP.
-func IsLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func parseDuration(key, v string) (time.Duration, error) {

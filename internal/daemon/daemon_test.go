@@ -12,9 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	gosync "sync"
@@ -26,83 +24,33 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	promodel "github.com/prometheus/common/model"
 
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/metrics"
-	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
-// panicCalls counts the calls of test_panics' AfterUpsert; the first one
-// panics.
-var panicCalls atomic.Int64
+// TestMain checks, after the tests, that no goroutine was left behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestMain registers the test_panics stream (a copy of cashboxes whose
-// AfterUpsert panics once) and checks, after the tests, that no goroutine
-// was left behind.
-//
-// go.uber.org/goleak is not in go.mod (only in the module cache), and this
-// file may not change go.mod, so checkLeaks below does what
-// goleak.VerifyTestMain does: it retries for a while, then fails on any
-// goroutine but the main one and the runtime's signal goroutines. Nothing
-// else had to be ignored: the daemon closes its pool, migrator, cron and
-// HTTP server, and the simulators' httptest servers close the ERP clients'
-// keep-alive connections from their side.
-func TestMain(m *testing.M) {
-	cb, ok := sync.Lookup("cashboxes")
-	if !ok {
-		fmt.Fprintln(os.Stderr, "daemon tests: no cashboxes stream registered")
-		os.Exit(1)
+// panicStream is a copy of the cashboxes stream whose AfterWrite panics
+// on its first call.
+func panicStream(calls *atomic.Int64) ingest.Stream {
+	s := streams.Cashboxes()
+	s.Stream = "test_panics"
+	s.AfterWrite = func(context.Context, pgx.Tx, model.Scope, []string) error {
+		if calls.Add(1) == 1 {
+			panic("test_panics: deliberate panic in AfterWrite")
+		}
+		return nil
 	}
-	sync.Register(&sync.Stream{
-		Name:    "test_panics",
-		Path:    cb.Path,
-		Paging:  sync.OneList,
-		Columns: slices.Clone(cb.Columns),
-		Expect:  cb.Expect,
-		AfterUpsert: func(ctx context.Context, tx pgx.Tx, source string) error {
-			if panicCalls.Add(1) == 1 {
-				panic("test_panics: deliberate panic in AfterUpsert")
-			}
-			return nil
-		},
-	})
-	goleak.VerifyTestMain(m)
-}
-
-func leakedGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for i, g := range strings.Split(strings.TrimSpace(string(buf)), "\n\n") {
-		if i == 0 {
-			continue // the goroutine that called runtime.Stack comes first
-		}
-		lines := strings.SplitN(g, "\n", 3)
-		if len(lines) < 2 {
-			continue
-		}
-		top := lines[1]
-		if i := strings.LastIndex(top, "("); i > 0 {
-			top = top[:i]
-		}
-		switch top {
-		case "os/signal.signal_recv", "os/signal.loop", "runtime.ensureSigM", "runtime.goexit":
-			continue
-		}
-		out = append(out, g)
-	}
-	return out
+	return s
 }
 
 // ---- harness -------------------------------------------------------------------
@@ -156,6 +104,8 @@ type harness struct {
 	runErr error         // Run's result, once exited is closed
 	// prefetch is the Daemon's Prefetch (`erpsync run`'s default is 1).
 	prefetch int
+	// extra streams are added to the product's catalog.
+	extra []ingest.Stream
 }
 
 // newHarness makes a fresh database and a pool on it for the test's own
@@ -238,7 +188,13 @@ func (h *harness) start(dbURL string, grace time.Duration, srcs ...source) {
 		}
 		clients[s.name] = c
 	}
-	h.d = &Daemon{Cfg: cfg, Log: log, Metrics: h.m, Clients: clients, Prefetch: h.prefetch}
+	cat := streams.MustDefault()
+	for _, st := range h.extra {
+		if err := cat.Add(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.d = &Daemon{Cfg: cfg, Catalog: cat, Log: log, Metrics: h.m, Clients: clients, Prefetch: h.prefetch}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -326,13 +282,14 @@ func (h *harness) waitReady(timeout time.Duration) {
 }
 
 type runInfo struct {
-	id                     int64
-	source, stream, status string
-	errText                string
-	started                time.Time
-	finished               *time.Time
-	pid                    int32
-	pages                  int64
+	id             int64
+	source, stream string
+	status         model.RunStatus
+	errText        string
+	started        time.Time
+	finished       *time.Time
+	pid            int32
+	pages          int64
 }
 
 func (r runInfo) String() string {
@@ -382,7 +339,7 @@ func (h *harness) checkNoOverlap(source string, streams ...string) {
 	}
 }
 
-func countStatus(rs []runInfo, status string) int {
+func countStatus(rs []runInfo, status model.RunStatus) int {
 	n := 0
 	for _, r := range rs {
 		if r.status == status {
@@ -425,7 +382,7 @@ func (h *harness) scrape() (map[string]*dto.MetricFamily, string) {
 	if err != nil || code != http.StatusOK {
 		h.t.Fatalf("GET /metrics: %d %v", code, err)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
+	p := expfmt.NewTextParser(promodel.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
 		h.t.Fatalf("/metrics is not valid Prometheus text: %v\n%s", err, body)
@@ -486,8 +443,9 @@ func TestPanicInStreamIsRecordedAndRetried(t *testing.T) {
 	if testing.Short() {
 		t.Skip("daemon test: skipped with -short")
 	}
-	panicCalls.Store(0)
+	var panicCalls atomic.Int64
 	h := newHarness(t)
+	h.extra = append(h.extra, panicStream(&panicCalls))
 	if _, err := h.pool.Exec(context.Background(), `CREATE TABLE erp.test_panics (LIKE erp.cashboxes INCLUDING ALL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -504,10 +462,10 @@ func TestPanicInStreamIsRecordedAndRetried(t *testing.T) {
 		failedID = 0
 		okAfter := false
 		for _, r := range rs {
-			if r.status == sync.StatusFailed && failedID == 0 {
+			if r.status == model.StatusFailed && failedID == 0 {
 				failedID = r.id
 			}
-			if r.status == sync.StatusSucceeded && failedID != 0 && r.id > failedID {
+			if r.status == model.StatusSucceeded && failedID != 0 && r.id > failedID {
 				okAfter = true
 			}
 		}
@@ -516,7 +474,7 @@ func TestPanicInStreamIsRecordedAndRetried(t *testing.T) {
 		}
 		for _, s := range others {
 			rs, err := h.queryRuns("default", s)
-			if err != nil || countStatus(rs, sync.StatusSucceeded) < 2 {
+			if err != nil || countStatus(rs, model.StatusSucceeded) < 2 {
 				return false, err
 			}
 		}
@@ -525,22 +483,22 @@ func TestPanicInStreamIsRecordedAndRetried(t *testing.T) {
 
 	rs := h.runs("default", "test_panics")
 	first := rs[0]
-	if first.id != failedID || first.status != sync.StatusFailed || first.finished == nil ||
+	if first.id != failedID || first.status != model.StatusFailed || first.finished == nil ||
 		!strings.Contains(first.errText, "panic") || !strings.Contains(first.errText, "deliberate panic") {
 		t.Errorf("first test_panics run: %v; want failed, finished, with an error mentioning the panic", first)
 	}
-	if n := countStatus(rs, sync.StatusFailed); n != 1 {
+	if n := countStatus(rs, model.StatusFailed); n != 1 {
 		t.Errorf("test_panics has %d failed runs, want 1 (only the first call panics): %v", n, rs)
 	}
 	if n := panicCalls.Load(); n < 2 {
-		t.Errorf("AfterUpsert called %d times, want >= 2", n)
+		t.Errorf("AfterWrite called %d times, want >= 2", n)
 	}
 	if got := h.count(`SELECT count(*) FROM erp.test_panics WHERE source = 'default'`); got == 0 {
 		t.Errorf("erp.test_panics is empty after a succeeded run")
 	}
 	for _, s := range others {
 		for _, r := range h.runs("default", s) {
-			if r.status != sync.StatusSucceeded && r.status != sync.StatusRunning {
+			if r.status != model.StatusSucceeded && r.status != model.StatusRunning {
 				t.Errorf("stream %s: run %v; the panic of another stream must not disturb it", s, r)
 			}
 		}
@@ -595,7 +553,7 @@ func TestFailingSourceIsIsolated(t *testing.T) {
 		}
 		for _, s := range streams {
 			rs, err := h.queryRuns("good", s)
-			if err != nil || countStatus(rs, sync.StatusSucceeded) < 3 {
+			if err != nil || countStatus(rs, model.StatusSucceeded) < 3 {
 				return false, err
 			}
 		}
@@ -604,7 +562,7 @@ func TestFailingSourceIsIsolated(t *testing.T) {
 
 	for _, s := range streams {
 		for _, r := range h.runs("good", s) {
-			if r.status != sync.StatusSucceeded && r.status != sync.StatusRunning {
+			if r.status != model.StatusSucceeded && r.status != model.StatusRunning {
 				t.Errorf("good source: run %v; the other source's failures must not affect it", r)
 			}
 		}
@@ -616,7 +574,7 @@ func TestFailingSourceIsIsolated(t *testing.T) {
 			t.Errorf("bad source, stream %s: %d runs in ~5 s of 1 s ticks; refused credentials must back off: %v", s, len(bad), bad)
 		}
 		for _, r := range bad {
-			if r.status != sync.StatusFailed || !strings.Contains(r.errText, "credentials were refused") {
+			if r.status != model.StatusFailed || !strings.Contains(r.errText, "credentials were refused") {
 				t.Errorf("bad source: run %v; want failed with \"credentials were refused\"", r)
 			}
 			if strings.Contains(r.errText, "not-the-password") {
@@ -960,7 +918,7 @@ func TestMetricsAfterSync(t *testing.T) {
 		if err != nil || code != http.StatusOK {
 			return false, nil
 		}
-		p := expfmt.NewTextParser(model.UTF8Validation)
+		p := expfmt.NewTextParser(promodel.UTF8Validation)
 		fams, err := p.TextToMetricFamilies(strings.NewReader(body))
 		if err != nil {
 			return false, err
@@ -1160,7 +1118,7 @@ func TestShutdownLetsPageCommit(t *testing.T) {
 		t.Fatalf("%d invoices runs, want 1 (a 40-page sweep does not finish before the cancellation): %v", len(rs), rs)
 	}
 	run := rs[0]
-	if run.status != sync.StatusCancelled || run.finished == nil {
+	if run.status != model.StatusCancelled || run.finished == nil {
 		t.Errorf("invoices run %v; want cancelled and finished", run)
 	}
 	cp, ok, err := h.checkpoint("default", "invoices")
@@ -1183,7 +1141,7 @@ func TestShutdownLetsPageCommit(t *testing.T) {
 	}
 	for _, s := range []string{"invoices", "currencies"} {
 		for _, r := range h.runs("default", s) {
-			if r.status == sync.StatusRunning || r.status == sync.StatusFailed {
+			if r.status == model.StatusRunning || r.status == model.StatusFailed {
 				t.Errorf("run %v after a graceful shutdown", r)
 			}
 		}
@@ -1257,7 +1215,7 @@ func TestShutdownDuringTickStartedSweep(t *testing.T) {
 	// The start-up run syncs the one page at once.
 	h.waitFor(30*time.Second, "the start-up invoices run to succeed", func() (bool, error) {
 		rs, err := h.queryRuns("default", "invoices")
-		return err == nil && countStatus(rs, sync.StatusSucceeded) >= 1, err
+		return err == nil && countStatus(rs, model.StatusSucceeded) >= 1, err
 	})
 	// Now the ERP has 40 slow pages: the next sweep is started by a tick.
 	big := erpsim.New(erpsim.Options{Invoices: 40 * pageSize, Seed: 7}).Invoices()
@@ -1276,7 +1234,7 @@ func TestShutdownDuringTickStartedSweep(t *testing.T) {
 		t.Errorf("Run took %s to return; the grace period is %s", took, grace)
 	}
 	rs := h.runs("default", "invoices")
-	if last := rs[len(rs)-1]; last.status != sync.StatusCancelled {
+	if last := rs[len(rs)-1]; last.status != model.StatusCancelled {
 		t.Errorf("the tick-started run ended %v; want cancelled", last)
 	}
 	if got := sim.Revocations(); got != 1 {
@@ -1330,7 +1288,7 @@ func TestShutdownGraceExpires(t *testing.T) {
 		t.Errorf("Run took %s to return; want the grace period (%s), then an abort", took, grace)
 	}
 	rs := h.runs("default", "invoices")
-	if len(rs) != 1 || rs[0].status != sync.StatusCancelled || rs[0].finished == nil {
+	if len(rs) != 1 || rs[0].status != model.StatusCancelled || rs[0].finished == nil {
 		t.Errorf("invoices runs %v; want one, cancelled and finished", rs)
 	}
 	cp, _, err := h.checkpoint("default", "invoices")
@@ -1367,7 +1325,7 @@ func TestReadyMetricDuringShutdown(t *testing.T) {
 	h.waitReady(30 * time.Second)
 	h.waitFor(30*time.Second, "the start-up currencies run to succeed", func() (bool, error) {
 		rs, err := h.queryRuns("default", "currencies")
-		return err == nil && countStatus(rs, sync.StatusSucceeded) == 1, err
+		return err == nil && countStatus(rs, model.StatusSucceeded) == 1, err
 	})
 
 	// A slow database makes the next readiness check last ~1 s; a slow ERP
@@ -1421,7 +1379,7 @@ func TestHTTPServerFailureStopsEverything(t *testing.T) {
 	h.waitReady(30 * time.Second)
 	h.waitFor(30*time.Second, "a succeeded currencies run", func() (bool, error) {
 		rs, err := h.queryRuns("default", "currencies")
-		return err == nil && countStatus(rs, sync.StatusSucceeded) >= 1, err
+		return err == nil && countStatus(rs, model.StatusSucceeded) >= 1, err
 	})
 	h.ln.Close() // the server's Serve fails
 	select {

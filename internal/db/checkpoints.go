@@ -113,14 +113,35 @@ func SeenIntact(ctx context.Context, q Querier, cp Checkpoint) (bool, error) {
 	return n == cp.Rows, nil
 }
 
-// CompleteSweep closes the sweep in the transaction of its last page.
-func CompleteSweep(ctx context.Context, q Querier, cp Checkpoint) error {
-	if _, err := q.Exec(ctx, `
+// CompleteSweep closes the sweep in the transaction of its last page and
+// returns the time it completed: the data of the stream is as fresh as
+// that (see MarkComplete for streams without sweeps).
+func CompleteSweep(ctx context.Context, q Querier, cp Checkpoint) (time.Time, error) {
+	var at time.Time
+	if err := q.QueryRow(ctx, `
 UPDATE erp.sync_checkpoints SET sweep_id = NULL, cursor = NULL, last_sweep_id = sweep_id,
     last_sweep_started_at = sweep_started_at, last_sweep_completed_at = now(),
     last_sweep_rows = rows, sweep_started_at = NULL, updated_at = now()
-WHERE source = $1 AND stream = $2 AND sweep_id = $3`, cp.Source, cp.Stream, cp.SweepID); err != nil {
-		return fmt.Errorf("completing sweep: %w", Describe(err))
+WHERE source = $1 AND stream = $2 AND sweep_id = $3
+RETURNING last_sweep_completed_at`, cp.Source, cp.Stream, cp.SweepID).Scan(&at); err != nil {
+		return at, fmt.Errorf("completing sweep: %w", Describe(err))
 	}
-	return AbandonSweep(ctx, q, cp.SweepID)
+	return at, AbandonSweep(ctx, q, cp.SweepID)
+}
+
+// MarkComplete records that a stream without sweeps (a snapshot, or one
+// request per document) read everything it had to: its data is as fresh
+// as the returned time. It is the same column a completed sweep sets, so
+// freshness has one definition for every stream.
+func MarkComplete(ctx context.Context, q Querier, source, stream string) (time.Time, error) {
+	var at time.Time
+	err := q.QueryRow(ctx, `
+INSERT INTO erp.sync_checkpoints AS c (source, stream, last_sweep_completed_at, updated_at)
+VALUES ($1, $2, now(), now())
+ON CONFLICT (source, stream) DO UPDATE SET last_sweep_completed_at = now(), updated_at = now()
+RETURNING last_sweep_completed_at`, source, stream).Scan(&at)
+	if err != nil {
+		return at, fmt.Errorf("recording %s/%s complete: %w", source, stream, Describe(err))
+	}
+	return at, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // SQL of the streams that are not one (source, id) list.
@@ -25,7 +27,7 @@ type TreeNode struct {
 
 // ReplaceBalanceSheet stores the snapshot of (source, as_of) unless the
 // one stored is the same, node for node; it returns whether it wrote.
-func ReplaceBalanceSheet(ctx context.Context, tx pgx.Tx, sc Scope, asOf string, nodes []TreeNode) (bool, error) {
+func ReplaceBalanceSheet(ctx context.Context, tx pgx.Tx, sc model.Scope, asOf string, nodes []TreeNode) (bool, error) {
 	slices.SortFunc(nodes, func(a, b TreeNode) int { return strings.Compare(a.Node, b.Node) })
 	var want strings.Builder
 	for i, n := range nodes {
@@ -66,29 +68,28 @@ FROM erp.balance_sheet_snapshots WHERE source = $1 AND as_of = $2`, sc.Source, a
 
 // AccessRow is one (cashbox, user) grant.
 type AccessRow struct {
-	CashboxID, User string
-	Payload         []byte
-	Hash            [sha256.Size]byte
+	User    string
+	Payload []byte
+	Hash    [sha256.Size]byte
 }
 
-// UpsertCashboxAccess writes the grants of the scope: new or changed ones
-// are upserted, ones no longer listed are marked deleted (and revived if
-// they come back). Unchanged grants are not touched.
-func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc Scope, rows []AccessRow) (UpsertResult, int64, error) {
-	var boxes, users []string
-	var payloads [][]byte
-	var hashes [][]byte
-	for _, r := range rows {
-		boxes, users = append(boxes, r.CashboxID), append(users, r.User)
-		payloads, hashes = append(payloads, r.Payload), append(hashes, r.Hash[:])
+// UpsertCashboxAccess writes the grants of one cashbox: new or changed
+// ones are upserted, ones no longer listed are marked deleted (and revived
+// if they come back). Unchanged grants are not touched.
+func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc model.Scope, cashbox string, rows []AccessRow) (UpsertResult, int64, error) {
+	users := make([]string, len(rows))
+	payloads := make([][]byte, len(rows))
+	hashes := make([][]byte, len(rows))
+	for i, r := range rows {
+		users[i], payloads[i], hashes[i] = r.User, r.Payload, r.Hash[:]
 	}
 	var res UpsertResult
 	err := tx.QueryRow(ctx, `
 WITH up AS (
     INSERT INTO erp.cashbox_access AS t (source, cashbox_id, "user", company_id, branch_id, payload, payload_hash)
-    SELECT $1, s.box, s.usr, $2, $3, s.payload, s.hash
-    FROM unnest($4::text[], $5::text[], $6::jsonb[], $7::bytea[]) AS s(box, usr, payload, hash)
-    LEFT JOIN erp.cashbox_access cur ON cur.source = $1 AND cur.cashbox_id = s.box AND cur."user" = s.usr
+    SELECT $1, $4, s.usr, $2, $3, s.payload, s.hash
+    FROM unnest($5::text[], $6::jsonb[], $7::bytea[]) AS s(usr, payload, hash)
+    LEFT JOIN erp.cashbox_access cur ON cur.source = $1 AND cur.cashbox_id = $4 AND cur."user" = s.usr
     WHERE cur."user" IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
     ON CONFLICT (source, cashbox_id, "user") DO UPDATE SET payload = EXCLUDED.payload,
         payload_hash = EXCLUDED.payload_hash, company_id = EXCLUDED.company_id,
@@ -96,20 +97,33 @@ WITH up AS (
     RETURNING (xmax = 0) AS inserted
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
-		sc.Source, sc.CompanyID, sc.BranchID, boxes, users, payloads, hashes).Scan(&res.Inserted, &res.Updated)
+		sc.Source, sc.CompanyID, sc.BranchID, cashbox, users, payloads, hashes).Scan(&res.Inserted, &res.Updated)
 	if err != nil {
-		return res, 0, fmt.Errorf("cashbox_access upsert: %w", Describe(err))
+		return res, 0, fmt.Errorf("cashbox_access of %s: %w", cashbox, Describe(err))
 	}
 	res.Unchanged = int64(len(rows)) - res.Inserted - res.Updated
 	tag, err := tx.Exec(ctx, `
 UPDATE erp.cashbox_access t SET deleted_at = now()
-WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.deleted_at IS NULL
-  AND (t.cashbox_id, t."user") NOT IN (SELECT * FROM unnest($4::text[], $5::text[]))`,
-		sc.Source, sc.CompanyID, sc.BranchID, boxes, users)
+WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.cashbox_id = $4 AND t.deleted_at IS NULL
+  AND t."user" <> ALL ($5::text[])`,
+		sc.Source, sc.CompanyID, sc.BranchID, cashbox, users)
 	if err != nil {
-		return res, 0, fmt.Errorf("cashbox_access mark deleted: %w", Describe(err))
+		return res, 0, fmt.Errorf("cashbox_access of %s: mark deleted: %w", cashbox, Describe(err))
 	}
 	return res, tag.RowsAffected(), nil
+}
+
+// MarkCashboxAccessGone marks deleted the grants of the scope's cashboxes
+// that are not in keep (the cashboxes the ERP still lists).
+func MarkCashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, keep []string) (int64, error) {
+	tag, err := tx.Exec(ctx, `
+UPDATE erp.cashbox_access t SET deleted_at = now()
+WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.deleted_at IS NULL
+  AND t.cashbox_id <> ALL ($4::text[])`, sc.Source, sc.CompanyID, sc.BranchID, keep)
+	if err != nil {
+		return 0, fmt.Errorf("cashbox_access of cashboxes no longer listed: %w", Describe(err))
+	}
+	return tag.RowsAffected(), nil
 }
 
 // Document is a journal entry or voucher whose lines are to be read.
@@ -118,14 +132,16 @@ type Document struct {
 	Hash []byte
 }
 
-// DocumentsNeedingLines lists the live documents of a table whose
-// journal lines were never read, or were read for another version.
-func DocumentsNeedingLines(ctx context.Context, q Querier, table, kind, source string) ([]Document, error) {
+// DocumentsNeedingLines lists, in id order after after, up to limit live
+// documents of a table whose journal lines were never read, or were read
+// for another version.
+func DocumentsNeedingLines(ctx context.Context, q Querier, table, kind, source, after string, limit int) ([]Document, error) {
 	rows, err := q.Query(ctx, fmt.Sprintf(`
 SELECT d.id, d.payload_hash FROM %s d
 LEFT JOIN erp.journal_line_documents l ON l.source = d.source AND l.document_kind = $2 AND l.document_id = d.id
 WHERE d.source = $1 AND d.deleted_at IS NULL AND (l.document_hash IS NULL OR l.document_hash <> d.payload_hash)
-ORDER BY d.id`, pgx.Identifier(strings.Split(table, ".")).Sanitize()), source, kind)
+  AND d.id > $3
+ORDER BY d.id LIMIT $4`, pgx.Identifier(strings.Split(table, ".")).Sanitize()), source, kind, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("documents of %s: %w", table, Describe(err))
 	}
@@ -148,7 +164,7 @@ type JournalLine struct {
 }
 
 // ReplaceJournalLines stores the lines of one document version.
-func ReplaceJournalLines(ctx context.Context, tx pgx.Tx, sc Scope, kind string, doc Document, lines []JournalLine) error {
+func ReplaceJournalLines(ctx context.Context, tx pgx.Tx, sc model.Scope, kind string, doc Document, lines []JournalLine) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM erp.journal_lines WHERE source = $1 AND document_kind = $2 AND document_id = $3`,
 		sc.Source, kind, doc.ID); err != nil {
 		return fmt.Errorf("journal lines of %s %s: %w", kind, doc.ID, Describe(err))
@@ -173,7 +189,7 @@ ON CONFLICT (source, document_kind, document_id) DO UPDATE SET document_hash = E
 
 // AppendMessagingStats adds a statistics snapshot unless it equals the
 // latest one; it returns whether it wrote.
-func AppendMessagingStats(ctx context.Context, tx pgx.Tx, sc Scope, payload []byte, hash [sha256.Size]byte) (bool, error) {
+func AppendMessagingStats(ctx context.Context, tx pgx.Tx, sc model.Scope, payload []byte, hash [sha256.Size]byte) (bool, error) {
 	tag, err := tx.Exec(ctx, `
 INSERT INTO erp.messaging_stats (source, company_id, branch_id, payload, payload_hash)
 SELECT $1, $2, $3, $4, $5

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/shopspring/decimal"
+
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // Table is one mirrored entity table: the shared columns (source, id,
@@ -114,10 +116,11 @@ type UpsertResult struct {
 	Inserted, Updated, Unchanged int64
 }
 
-// Scope is what every row of a write shares.
+// Scope is what every row of a write shares, and the sweep that writes
+// it (0 outside sweeps).
 type Scope struct {
-	Source, CompanyID, BranchID string
-	SweepID                     int64
+	model.Scope
+	SweepID int64
 }
 
 // Upsert writes rows (ids unique within the slice) in bulk: COPY into the

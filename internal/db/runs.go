@@ -6,23 +6,9 @@ import (
 	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/model"
 )
-
-// RunStats are the counters of one run.
-type RunStats struct {
-	Pages, Seen, Inserted, Updated, Unchanged, Rejected, Deleted int64
-}
-
-// Add accumulates a page's counters.
-func (s *RunStats) Add(o RunStats) {
-	s.Pages += o.Pages
-	s.Seen += o.Seen
-	s.Inserted += o.Inserted
-	s.Updated += o.Updated
-	s.Unchanged += o.Unchanged
-	s.Rejected += o.Rejected
-	s.Deleted += o.Deleted
-}
 
 // lockClass is the first key of erpsync's two-key advisory locks ("ERPS"),
 // so they never collide with goose's one-key migration lock.
@@ -60,9 +46,9 @@ func UnlockStream(ctx context.Context, conn *pgx.Conn, source, stream string) er
 // failed. Only the holder of the stream's lock may call it.
 func CloseAbandonedRuns(ctx context.Context, q Querier, source, stream string) (int64, error) {
 	tag, err := q.Exec(ctx, `
-UPDATE erp.sync_runs SET status = 'failed', finished_at = now(),
+UPDATE erp.sync_runs SET status = $3, finished_at = now(),
     error = 'abandoned: the process running it stopped without finishing (crash, kill or lost database connection)'
-WHERE source = $1 AND stream = $2 AND status = 'running'`, source, stream)
+WHERE source = $1 AND stream = $2 AND status = $4`, source, stream, model.StatusFailed, model.StatusRunning)
 	if err != nil {
 		return 0, fmt.Errorf("closing abandoned runs: %w", Describe(err))
 	}
@@ -73,8 +59,8 @@ WHERE source = $1 AND stream = $2 AND status = 'running'`, source, stream)
 func StartRun(ctx context.Context, q Querier, source, stream, host string, pid int) (int64, error) {
 	var id int64
 	err := q.QueryRow(ctx, `
-INSERT INTO erp.sync_runs (source, stream, status, host, pid) VALUES ($1, $2, 'running', $3, $4) RETURNING id`,
-		source, stream, host, pid).Scan(&id)
+INSERT INTO erp.sync_runs (source, stream, status, host, pid) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+		source, stream, model.StatusRunning, host, pid).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("recording run start: %w", Describe(err))
 	}
@@ -82,7 +68,7 @@ INSERT INTO erp.sync_runs (source, stream, status, host, pid) VALUES ($1, $2, 'r
 }
 
 // FinishRun records the outcome of a run.
-func FinishRun(ctx context.Context, q Querier, id int64, status string, sweepID int64, s RunStats, errText, note string) error {
+func FinishRun(ctx context.Context, q Querier, id int64, status model.RunStatus, sweepID int64, s model.RunStats, errText, note string) error {
 	var sweepArg *int64
 	if sweepID != 0 {
 		sweepArg = &sweepID

@@ -202,7 +202,7 @@ func checkKilledRuns(t *testing.T, runs []runRow, closed int, stillRunning bool)
 }
 
 // TestResumeAfterKill kills `erpsync sync invoices` with SIGKILL several
-// times mid-sweep, then lets it finish, and proves SPEC section 3: no
+// times mid-sweep, then lets it finish, and proves what "safe to stop" promises: no
 // duplicate, no gap, exact money, at most one page re-fetched per
 // restart, and bookkeeping that tells what happened.
 func TestResumeAfterKill(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/erpsync/erpsync/internal/config"
+	"github.com/erpsync/erpsync/internal/backoff"
 )
 
 // Observer receives what the client does, for metrics. Implementations
@@ -66,6 +65,16 @@ type Options struct {
 	HTTPClient *http.Client
 	Observer   Observer
 	Logger     *slog.Logger
+
+	// Hints names the settings behind these options, as the operator
+	// wrote them (an environment variable or a key of the config file),
+	// so that errors tell what to check.
+	Hints Hints
+}
+
+// Hints are the names of the settings an error may point to.
+type Hints struct {
+	Credentials string // e.g. "ERPSYNC_ERP_USERNAME and ERPSYNC_ERP_PASSWORD_FILE"
 }
 
 // Identity is the company and branch context of the credentials.
@@ -76,11 +85,12 @@ type Identity struct {
 
 // Client talks to one ERP installation. Safe for concurrent use.
 type Client struct {
-	opt  Options
-	base *url.URL
-	http *http.Client
-	obs  Observer
-	log  *slog.Logger
+	opt     Options
+	base    *url.URL
+	http    *http.Client
+	obs     Observer
+	log     *slog.Logger
+	backoff backoff.Policy
 
 	mu       sync.Mutex
 	token    string
@@ -98,7 +108,7 @@ const refusalMemory = time.Minute
 
 // New validates the options; it does not contact the ERP.
 func New(opt Options) (*Client, error) {
-	if err := config.ValidateBaseURL(opt.BaseURL); err != nil {
+	if err := ValidateBaseURL(opt.BaseURL); err != nil {
 		return nil, fmt.Errorf("erp base URL: %w", err)
 	}
 	base, _ := url.Parse(opt.BaseURL)
@@ -124,7 +134,8 @@ func New(opt Options) (*Client, error) {
 	if opt.MaxRetryAfter == 0 {
 		opt.MaxRetryAfter = 15 * time.Minute
 	}
-	c := &Client{opt: opt, base: base, http: opt.HTTPClient, obs: opt.Observer, log: opt.Logger}
+	c := &Client{opt: opt, base: base, http: opt.HTTPClient, obs: opt.Observer, log: opt.Logger,
+		backoff: backoff.Policy{Base: opt.BackoffBase, Max: opt.BackoffMax}}
 	if c.http == nil {
 		c.http = &http.Client{
 			Transport: &http.Transport{
@@ -220,14 +231,11 @@ func (c *Client) Me(ctx context.Context) (Identity, error) {
 	return Identity{CompanyID: company, BranchID: branch}, nil
 }
 
-// Get fetches path and returns the whole body of a 200 answer, with
-// retries, token renewal and rate limiting handled.
+// Get fetches path (id segments escaped, as DetailPath makes them) and
+// returns the whole body of a 200 answer, with retries, token renewal and
+// rate limiting handled.
 func (c *Client) Get(ctx context.Context, path string, q url.Values) ([]byte, error) {
-	route := RouteLabel(path)
-	u := *c.base
-	u.Path += path
-	u.RawQuery = q.Encode()
-	return c.getURL(ctx, route, u.String(), nil)
+	return c.getURL(ctx, RouteLabel(path), c.url(path, q), nil)
 }
 
 // getURL GETs target; with into, the body is read into that buffer
@@ -266,6 +274,8 @@ type retrier struct {
 	c               *Client
 	route, method   string
 	attempts, waits int
+	// secret marks the auth endpoints, whose answers are never quoted.
+	secret bool
 }
 
 // again sleeps as the answer requires and returns nil to retry, or the
@@ -283,12 +293,12 @@ func (r *retrier) again(ctx context.Context, status int, header http.Header, bod
 		}
 		c.obs.Retry(r.route, "network")
 		c.log.Debug("erp request failed, retrying", "route", r.route, "attempt", r.attempts, "err", err)
-		return sleep(ctx, c.backoff(r.attempts))
+		return sleep(ctx, c.backoff.Delay(r.attempts))
 	case status == http.StatusTooManyRequests:
 		r.waits++
 		wait, ok := retryAfter(header, time.Now())
 		if !ok {
-			wait = c.backoff(r.waits)
+			wait = c.backoff.Delay(r.waits)
 		}
 		if r.waits > c.opt.MaxWaits || wait > c.opt.MaxRetryAfter {
 			return fmt.Errorf("%s %s: rate limited (429, Retry-After %s) %d times: giving up", r.method, r.route, wait, r.waits)
@@ -300,11 +310,15 @@ func (r *retrier) again(ctx context.Context, status int, header http.Header, bod
 	default: // 5xx: the ERP may recover
 		r.attempts++
 		if r.attempts >= c.opt.MaxAttempts {
-			return &HTTPError{Method: r.method, Route: r.route, Status: status, Excerpt: excerpt(body)}
+			shown := excerpt(body)
+			if r.secret {
+				shown = "(answer not shown)"
+			}
+			return &HTTPError{Method: r.method, Route: r.route, Status: status, Excerpt: shown}
 		}
 		c.obs.Retry(r.route, "server_error")
 		c.log.Debug("erp server error, retrying", "route", r.route, "status", status, "attempt", r.attempts)
-		return sleep(ctx, c.backoff(r.attempts))
+		return sleep(ctx, c.backoff.Delay(r.attempts))
 	}
 }
 
@@ -423,28 +437,41 @@ func (c *Client) loginLocked(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("login: %w", err)
 	}
-	u := *c.base
-	u.Path += route
-	r := retrier{c: c, route: route, method: http.MethodPost}
+	r := retrier{c: c, route: route, method: http.MethodPost, secret: true}
 	for {
-		status, header, body, err := c.exchange(ctx, route, http.MethodPost, u.String(), "", creds, nil)
+		status, header, body, err := c.exchange(ctx, route, http.MethodPost, c.url(route, nil), "", creds, nil)
 		switch {
 		case err != nil, status == http.StatusTooManyRequests, status >= 500:
 			if err := r.again(ctx, status, header, body, err); err != nil {
 				return "", fmt.Errorf("login: %w", err)
 			}
-		case status == http.StatusOK:
+		case status >= 200 && status < 300:
 			return c.acceptToken(body)
-		case status == http.StatusBadRequest:
-			return "", &AuthError{Status: status, Reason: "the ERP says the login fields are wrong; check ERPSYNC_ERP_USERNAME and the password variable or file"}
-		case status == http.StatusUnauthorized:
-			return "", &AuthError{Status: status, Reason: "credentials were refused (wrong username or password, or the user is disabled); check ERPSYNC_ERP_USERNAME and ERPSYNC_ERP_PASSWORD / ERPSYNC_ERP_PASSWORD_FILE"}
-		case status == http.StatusForbidden:
-			return "", &AuthError{Status: status, Reason: "login forbidden: HTTPS, company, branch or licence problem at the ERP (" + excerpt(body) + ")"}
 		default:
-			return "", &AuthError{Status: status, Reason: "unexpected answer to the token request: " + excerpt(body)}
+			// The answer of the token endpoint is never quoted: it may
+			// echo the credentials or carry a token.
+			return "", &AuthError{Status: status, Reason: c.loginRefusal(status)}
 		}
 	}
+}
+
+// loginRefusal says what a refused login means and what to check.
+func (c *Client) loginRefusal(status int) string {
+	var why string
+	switch status {
+	case http.StatusBadRequest:
+		why = "the ERP says the login fields are wrong"
+	case http.StatusUnauthorized:
+		why = "credentials were refused (wrong username or password, or the user is disabled)"
+	case http.StatusForbidden:
+		return "login forbidden: HTTPS, company, branch or licence problem at the ERP"
+	default:
+		return fmt.Sprintf("unexpected answer %d %s to the token request", status, http.StatusText(status))
+	}
+	if c.opt.Hints.Credentials != "" {
+		why += "; check " + c.opt.Hints.Credentials
+	}
+	return why
 }
 
 func (c *Client) acceptToken(body []byte) (string, error) {
@@ -452,7 +479,7 @@ func (c *Client) acceptToken(body []byte) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&tr); err != nil {
-		return "", fmt.Errorf("login: token response is not JSON: %w", err)
+		return "", errors.New("login: token response is not JSON")
 	}
 	if tr.AccessToken == "" {
 		return "", fmt.Errorf("login: token response has no access_token")
@@ -487,25 +514,14 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	const route = "/api/auth/revoke/"
-	u := *c.base
-	u.Path += route
-	status, _, body, err := c.exchange(ctx, route, http.MethodPost, u.String(), "Bearer "+tok, []byte("{}"), nil)
+	status, _, _, err := c.exchange(ctx, route, http.MethodPost, c.url(route, nil), "Bearer "+tok, []byte("{}"), nil)
 	if err != nil {
 		return fmt.Errorf("revoke token: %w", err)
 	}
-	if status != http.StatusOK && status != http.StatusNoContent {
-		return fmt.Errorf("revoke token: %d %s: %s", status, http.StatusText(status), excerpt(body))
+	if status < 200 || status >= 300 {
+		return fmt.Errorf("revoke token: %d %s", status, http.StatusText(status))
 	}
 	return nil
-}
-
-// backoff is capped exponential with full jitter.
-func (c *Client) backoff(attempt int) time.Duration {
-	d := c.opt.BackoffBase << min(attempt-1, 20)
-	if d <= 0 || d > c.opt.BackoffMax {
-		d = c.opt.BackoffMax
-	}
-	return d/2 + rand.N(d/2+1)
 }
 
 // retryAfter parses Retry-After as seconds or an HTTP date.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,12 +19,16 @@ type Page struct {
 	// (Parsed[i].IsObject()), done in the same pass that validated it.
 	Parsed []Record
 
-	// Cursor paging (the invoice list).
+	// Cursor paging: {ok, data, pagination: {has_next, next_cursor}}.
+	// Pagination is true when the answer carried a pagination object.
+	Pagination bool
 	HasNext    bool
 	NextCursor string
 
-	// DRF paging: the link of the next page, if any.
-	Next string
+	// DRF paging: the link of the next page, if any, and the count of
+	// the whole list (-1 when not given).
+	Next  string
+	Count int64
 
 	// DataTables: total number of records, -1 when not given.
 	RecordsTotal int64
@@ -40,7 +43,7 @@ var pagePool = sync.Pool{New: func() any { return &Page{body: new(bytes.Buffer)}
 
 func getPage() *Page {
 	p := pagePool.Get().(*Page)
-	*p = Page{RecordsTotal: -1, body: p.body, Records: p.Records[:0], Parsed: p.Parsed[:0], fields: p.fields[:0]}
+	*p = Page{RecordsTotal: -1, Count: -1, body: p.body, Records: p.Records[:0], Parsed: p.Parsed[:0], fields: p.fields[:0]}
 	return p
 }
 
@@ -64,6 +67,8 @@ type EnvelopeError struct {
 	Route string
 	Keys  []string
 	Why   string
+	// OKFalse: the answer was {ok: false, ...}, the ERP's way of refusing.
+	OKFalse bool
 }
 
 func (e *EnvelopeError) Error() string {
@@ -73,16 +78,13 @@ func (e *EnvelopeError) Error() string {
 	return fmt.Sprintf("GET %s: %s", e.Route, e.Why)
 }
 
-// List fetches one page of a list route and decodes its envelope. Call
-// Release when done with the page to recycle its memory.
-func (c *Client) List(ctx context.Context, path string, q url.Values) (*Page, error) {
-	u := *c.base
-	u.Path += path
-	u.RawQuery = q.Encode()
+// fetchPage GETs one page of a list route and decodes its envelope. The
+// caller releases the page.
+func (c *Client) fetchPage(ctx context.Context, route, target string) (*Page, error) {
 	p := getPage()
-	body, err := c.getURL(ctx, RouteLabel(path), u.String(), p.body)
+	body, err := c.getURL(ctx, route, target, p.body)
 	if err == nil {
-		err = decodePage(RouteLabel(path), body, p)
+		err = decodePage(route, body, p)
 	}
 	if err != nil {
 		p.Release()
@@ -91,12 +93,12 @@ func (c *Client) List(ctx context.Context, path string, q url.Values) (*Page, er
 	return p, nil
 }
 
-// DecodePage accepts the four list envelopes of SPEC section 1: a bare
-// array; {ok, data[, pagination]}; DRF {results, next}; DataTables {draw,
+// DecodePage accepts the four list envelopes: a bare array; {ok,
+// data[, pagination]}; DRF {count, next, results}; DataTables {draw,
 // recordsTotal, recordsFiltered, data}. One validating pass; records are
 // sub-slices of body, never re-encoded and never parsed into floats.
 func DecodePage(route string, body []byte) (*Page, error) {
-	p := &Page{RecordsTotal: -1}
+	p := &Page{RecordsTotal: -1, Count: -1}
 	if err := decodePage(route, body, p); err != nil {
 		return nil, err
 	}
@@ -142,7 +144,7 @@ func decodePage(route string, body []byte, p *Page) error {
 
 	if ok, present := top["ok"]; present && string(ok) == "false" {
 		msg := firstText(top, "error", "message", "detail", "errors")
-		return &EnvelopeError{Route: route, Keys: keys, Why: "the ERP answered ok=false: " + msg}
+		return &EnvelopeError{Route: route, Keys: keys, Why: "the ERP answered ok=false: " + msg, OKFalse: true}
 	}
 	if listKey == "" {
 		return &EnvelopeError{Route: route, Keys: keys, Why: "unknown list envelope: no data or results array"}
@@ -152,6 +154,13 @@ func decodePage(route string, body []byte, p *Page) error {
 		p.Envelope = "results"
 		if next, ok := scalarText(top["next"]); ok {
 			p.Next = next
+		}
+		if n, ok := scalarText(top["count"]); ok {
+			count, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return &EnvelopeError{Route: route, Keys: keys, Why: "count is not an integer: " + n}
+			}
+			p.Count = count
 		}
 	case top["recordsTotal"] != nil || top["draw"] != nil:
 		p.Envelope = "datatables"
@@ -170,6 +179,7 @@ func decodePage(route string, body []byte, p *Page) error {
 		if err != nil {
 			return fmt.Errorf("GET %s: pagination: %w", route, err)
 		}
+		p.Pagination = true
 		hasNext, _ := pg.Get("has_next")
 		switch string(hasNext) {
 		case "true":
@@ -180,14 +190,9 @@ func decodePage(route string, body []byte, p *Page) error {
 		}
 		cursor, _ := pg.Get("next_cursor")
 		p.NextCursor, _ = scalarText(cursor)
-		if p.HasNext && p.NextCursor == "" {
-			return &EnvelopeError{Route: route, Keys: keys, Why: "pagination.has_next is true but next_cursor is empty"}
-		}
 	}
 	return nil
 }
-
-func isArray(raw json.RawMessage) bool { return Kind(raw) == "array" }
 
 func firstText(top map[string]json.RawMessage, keys ...string) string {
 	for _, k := range keys {
@@ -201,82 +206,23 @@ func firstText(top map[string]json.RawMessage, keys ...string) string {
 	return "(no message)"
 }
 
-// Paging says how ListAll walks a one-list route.
-type Paging struct {
-	// DataTables sends start/length/draw and pages until recordsTotal.
-	DataTables bool
-	PageSize   int
-	// MaxPages bounds DRF and DataTables walks against an ERP that never
-	// says it is done. Default 100000.
-	MaxPages int
-}
-
-// ListAll fetches every record of a one-list route: it follows DRF next
-// links on the same origin and pages DataTables answers.
-func (c *Client) ListAll(ctx context.Context, path string, q url.Values, pg Paging) ([]json.RawMessage, error) {
-	route := RouteLabel(path)
-	maxPages := pg.MaxPages
-	if maxPages == 0 {
-		maxPages = 100000
-	}
-	q = cloneValues(q)
-	if pg.DataTables {
-		q.Set("start", "0")
-		q.Set("length", strconv.Itoa(pg.PageSize))
-		q.Set("draw", "1")
-	}
-	page, err := c.List(ctx, path, q)
+// DecodeObject reads an answer that carries one object, as {ok, data:
+// {...}} or as the object itself, and returns it split and as raw bytes.
+// {ok: false} is an error that says what the ERP said.
+func DecodeObject(route string, body []byte) (Record, json.RawMessage, error) {
+	rec, err := ParseRecord(body)
 	if err != nil {
-		return nil, err
+		return Record{}, nil, fmt.Errorf("GET %s: %w", route, err)
 	}
-	all := page.Records
-	for n := 2; ; n++ {
-		switch {
-		case page.Envelope == "results" && page.Next != "":
-			next, err := c.sameOrigin(page.Next)
-			if err != nil {
-				return nil, fmt.Errorf("GET %s page %d: %w", route, n, err)
-			}
-			body, err := c.getURL(ctx, route, next, nil)
-			if err != nil {
-				return nil, fmt.Errorf("GET %s page %d: %w", route, n, err)
-			}
-			if page, err = DecodePage(route, body); err != nil {
-				return nil, fmt.Errorf("page %d: %w", n, err)
-			}
-		case page.Envelope == "datatables" && pg.DataTables && page.RecordsTotal > int64(len(all)) && len(page.Records) > 0:
-			q.Set("start", strconv.Itoa(len(all)))
-			q.Set("draw", strconv.Itoa(n))
-			if page, err = c.List(ctx, path, q); err != nil {
-				return nil, fmt.Errorf("page %d: %w", n, err)
-			}
-		default:
-			return all, nil
+	if ok, _ := rec.Get("ok"); string(ok) == "false" {
+		return Record{}, nil, &EnvelopeError{Route: route, Why: "the ERP answered ok=false: " + excerpt(body), OKFalse: true}
+	}
+	if data, ok := rec.Get("data"); ok && Kind(data) == "object" {
+		rec, err := ParseRecord(data)
+		if err != nil {
+			return Record{}, nil, fmt.Errorf("GET %s: data: %w", route, err)
 		}
-		all = append(all, page.Records...)
-		if n >= maxPages {
-			return nil, fmt.Errorf("GET %s: more than %d pages; stopping", route, maxPages)
-		}
+		return rec, data, nil
 	}
-}
-
-// sameOrigin resolves a next link and refuses one that leaves the ERP's
-// origin: following it would hand the token to another host.
-func (c *Client) sameOrigin(link string) (string, error) {
-	u, err := c.base.Parse(link)
-	if err != nil {
-		return "", fmt.Errorf("next link %q is not a URL", link)
-	}
-	if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
-		return "", fmt.Errorf("next link leaves the ERP's origin (%s://%s); not followed", u.Scheme, u.Host)
-	}
-	return u.String(), nil
-}
-
-func cloneValues(q url.Values) url.Values {
-	out := url.Values{}
-	for k, v := range q {
-		out[k] = slices.Clone(v)
-	}
-	return out
+	return rec, body, nil
 }

@@ -256,24 +256,7 @@ func TestDecodePageErrors(t *testing.T) {
 			envErr:   true,
 			contains: []string{"/r/", "empty body"},
 		},
-		{
-			name:     "has_next without cursor",
-			body:     `{"ok":true,"data":[{"id":1}],"pagination":{"has_next":true,"next_cursor":""}}`,
-			envErr:   true,
-			contains: []string{"/r/", "next_cursor is empty"},
-		},
-		{
-			name:     "has_next with null cursor",
-			body:     `{"ok":true,"data":[{"id":1}],"pagination":{"has_next":true,"next_cursor":null}}`,
-			envErr:   true,
-			contains: []string{"next_cursor is empty"},
-		},
-		{
-			name:     "has_next with missing cursor",
-			body:     `{"ok":true,"data":[{"id":1}],"pagination":{"has_next":true}}`,
-			envErr:   true,
-			contains: []string{"next_cursor is empty"},
-		},
+
 		{
 			name:     "has_next not a boolean",
 			body:     `{"ok":true,"data":[],"pagination":{"has_next":"yes","next_cursor":"x"}}`,

@@ -14,8 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/erpsync/erpsync/internal/buildinfo"
-	"github.com/erpsync/erpsync/internal/db"
-	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // Metrics is the registry and the collectors erpsync updates.
@@ -60,7 +59,8 @@ func New() *Metrics {
 			Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
 		}, []string{"source", "stream"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_last_success_timestamp_seconds", Help: "Unix time of the last successful run.",
+			Name: "erpsync_last_success_timestamp_seconds",
+			Help: "Unix time the stream's data were last complete (its last completed sweep), as erp.stream_freshness has it.",
 		}, []string{"source", "stream"}),
 		lastFailed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_last_run_failed", Help: "1 if the last run of the stream failed, else 0.",
@@ -91,8 +91,8 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Declare creates a stream's series at zero, so dashboards and alerts see
 // them before the first run.
 func (m *Metrics) Declare(source, stream string) {
-	for _, st := range []string{"succeeded", "failed", "cancelled"} {
-		m.runs.WithLabelValues(source, stream, st)
+	for _, st := range model.FinalStatuses {
+		m.runs.WithLabelValues(source, stream, string(st))
 	}
 	for _, op := range []string{"inserted", "updated", "unchanged", "rejected"} {
 		m.rows.WithLabelValues(source, stream, op)
@@ -110,8 +110,8 @@ func (m *Metrics) SetReady(ok bool) {
 	}
 }
 
-// PageCommitted implements sync.Observer.
-func (m *Metrics) PageCommitted(source, stream string, p db.RunStats) {
+// PageCommitted implements ingest.Observer.
+func (m *Metrics) PageCommitted(source, stream string, p model.RunStats) {
 	m.pages.WithLabelValues(source, stream).Add(float64(p.Pages))
 	m.rows.WithLabelValues(source, stream, "inserted").Add(float64(p.Inserted))
 	m.rows.WithLabelValues(source, stream, "updated").Add(float64(p.Updated))
@@ -119,35 +119,38 @@ func (m *Metrics) PageCommitted(source, stream string, p db.RunStats) {
 	m.rows.WithLabelValues(source, stream, "rejected").Add(float64(p.Rejected))
 }
 
-// RunFinished implements sync.Observer.
-func (m *Metrics) RunFinished(source, stream, status string, elapsed time.Duration, _ error) {
-	m.runs.WithLabelValues(source, stream, status).Inc()
+// RunFinished implements ingest.Observer.
+func (m *Metrics) RunFinished(source, stream string, status model.RunStatus, elapsed time.Duration, freshAt time.Time) {
+	m.runs.WithLabelValues(source, stream, string(status)).Inc()
 	m.duration.WithLabelValues(source, stream).Observe(elapsed.Seconds())
+	if !freshAt.IsZero() {
+		m.lastSuccess.WithLabelValues(source, stream).Set(float64(freshAt.UnixNano()) / 1e9)
+	}
 	switch status {
-	case "succeeded":
-		m.lastSuccess.WithLabelValues(source, stream).Set(float64(time.Now().UnixNano()) / 1e9)
+	case model.StatusSucceeded:
 		m.lastFailed.WithLabelValues(source, stream).Set(0)
-	case "failed":
+	case model.StatusFailed:
 		m.lastFailed.WithLabelValues(source, stream).Set(1)
 	}
 }
 
-// ERP returns the erp.Observer of one source.
-func (m *Metrics) ERP(source string) erp.Observer { return erpObserver{m: m, source: source} }
+// ERP returns the observer of one source's ERP client (an erp.Observer).
+func (m *Metrics) ERP(source string) ERPObserver { return ERPObserver{m: m, source: source} }
 
-type erpObserver struct {
+// ERPObserver counts one source's ERP requests, retries and waits.
+type ERPObserver struct {
 	m      *Metrics
 	source string
 }
 
-func (o erpObserver) Request(route string, code int, _ time.Duration) {
+func (o ERPObserver) Request(route string, code int, _ time.Duration) {
 	o.m.requests.WithLabelValues(o.source, route, strconv.Itoa(code)).Inc()
 }
 
-func (o erpObserver) Retry(route, reason string) {
+func (o ERPObserver) Retry(route, reason string) {
 	o.m.retries.WithLabelValues(o.source, route, reason).Inc()
 }
 
-func (o erpObserver) RateLimitWait(d time.Duration) {
+func (o ERPObserver) RateLimitWait(d time.Duration) {
 	o.m.rateWait.WithLabelValues(o.source).Add(d.Seconds())
 }

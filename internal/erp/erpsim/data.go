@@ -104,6 +104,22 @@ type cashbox struct {
 	BranchID     int    `json:"branch_id"`
 }
 
+// cashboxChoice is one entry of the cashbox lookup: what a form's picker
+// shows of a cashbox.
+type cashboxChoice struct {
+	ID   int    `json:"id"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+func cashboxLookup(boxes []cashbox) []cashboxChoice {
+	out := make([]cashboxChoice, len(boxes))
+	for i, b := range boxes {
+		out[i] = cashboxChoice{ID: b.ID, Name: b.Name, Type: b.Type}
+	}
+	return out
+}
+
 // accessGrant is one user's rights on a cashbox. The user fields are omitted
 // when zero, which only the hostile grant without a user is.
 type accessGrant struct {

@@ -990,6 +990,7 @@ func TestRouting(t *testing.T) {
 		{"GET", "/accounts/api/journal-entries/JE%2F2026%2F000003/journal-preview", 404, `{"detail":"not found"}`},
 		{"GET", "/accounts/api/journal-entries/JE%2F2026%2F000003/journal-preview/x/", 404, `{"detail":"not found"}`},
 		{"GET", "/accounts/api/cashboxes", 404, `{"detail":"not found"}`},
+		{"GET", "/accounts/api/cashboxes/lookup/", 200, `{"ok":true,"data":[{"id":1,"name":"Main till","type":"cash"},{"id":2,"name":"Operating account","type":"bank"},{"id":3,"name":"Euro account","type":"bank"},{"id":4,"name":"Petty cash","type":"cash"}]}`},
 		{"GET", "/accounts//api/cashboxes/", 404, `{"detail":"not found"}`},
 		{"GET", "/accounts/api/x/../cashboxes/", 404, `{"detail":"not found"}`},
 		{"GET", "/accounts/api/cashboxes/1/access/x/", 404, `{"detail":"not found"}`},

@@ -38,6 +38,7 @@ func (s *Sim) dataRoutes() *http.ServeMux {
 	get("/accounts/api/currencies/", s.serveCurrencies)
 	oneList("/accounts/api/cashboxes/", func(fx *fixtures) any { return fx.cashboxes })
 	get("/accounts/api/cashboxes/{id}/access/", s.serveAccess)
+	get("/accounts/api/cashboxes/lookup/", s.serveList(func(fx *fixtures) any { return cashboxLookup(fx.cashboxes) }, layoutData))
 	oneList("/accounts/api/cashbox-reconciliations/", func(fx *fixtures) any { return fx.recons })
 	get("/accounts/api/journal-entries/", s.serveList(func(fx *fixtures) any { return fx.journals }, layoutDataTables))
 	preview("/accounts/api/journal-entries/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.journalLines })

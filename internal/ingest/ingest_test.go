@@ -1,4 +1,4 @@
-package sync_test
+package ingest_test
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 const big = "123456789012345678.123456" // float64 keeps ~16 significant digits
@@ -80,7 +81,7 @@ func TestUnchangedResyncWritesNoRowVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.runner = &sync.Runner{Pool: pool}
+	h.runner = &ingest.Runner{Pool: pool}
 	for _, s := range []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"} {
 		res := h.mustRun(s)
 		if res.Stats.Inserted != 0 || res.Stats.Updated != 0 || res.Stats.Unchanged != res.Stats.Seen {
@@ -115,12 +116,12 @@ func TestChangesAndDeletions(t *testing.T) {
 	var calls atomic.Int32
 	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == 2 {
-			w.WriteHeader(http.StatusNotFound)
+			w.WriteHeader(http.StatusForbidden) // 400 and 404 would mean "cursor refused"
 			return true
 		}
 		return false
 	})
-	if res := h.run("invoices"); res.Status != sync.StatusFailed {
+	if res := h.run("invoices"); res.Status != model.StatusFailed {
 		t.Fatalf("status %s, want failed", res.Status)
 	}
 	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE deleted_at IS NOT NULL`); n != 0 {
@@ -157,7 +158,7 @@ func TestResumeFromCheckpointAfterFailure(t *testing.T) {
 		return false
 	})
 	h.runner.Prefetch = 0
-	if res := h.run("invoices"); res.Status != sync.StatusFailed || res.Stats.Pages != 3 {
+	if res := h.run("invoices"); res.Status != model.StatusFailed || res.Stats.Pages != 3 {
 		t.Fatalf("first run: status %s pages %d, want failed after 3 pages (%v)", res.Status, res.Stats.Pages, res.Err)
 	}
 	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 150 {
@@ -245,7 +246,7 @@ func TestChaos(t *testing.T) {
 func TestReadOnlyTowardsERP(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, erpsim.Options{Invoices: 60})
-	for _, s := range sync.Names() {
+	for _, s := range catalog.Names() {
 		h.mustRun(s)
 	}
 	if err := h.client.Close(context.Background()); err != nil {
@@ -280,7 +281,7 @@ func TestMalformedPageWritesNothingOfIt(t *testing.T) {
 		return false
 	})
 	res := h.run("invoices")
-	if res.Status != sync.StatusFailed || !strings.Contains(res.Err.Error(), "malformed JSON") || !strings.Contains(res.Err.Error(), "page 3") {
+	if res.Status != model.StatusFailed || !strings.Contains(res.Err.Error(), "malformed JSON") || !strings.Contains(res.Err.Error(), "page 3") {
 		t.Fatalf("status %s err %v: want failed with malformed JSON on page 3", res.Status, res.Err)
 	}
 	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 100 {
@@ -305,7 +306,7 @@ func TestUnknownEnvelopeNamesRouteAndKeys(t *testing.T) {
 		return false
 	})
 	res := h.run("cashboxes")
-	if res.Status != sync.StatusFailed {
+	if res.Status != model.StatusFailed {
 		t.Fatalf("status %s", res.Status)
 	}
 	msg := res.Err.Error()
@@ -367,12 +368,12 @@ func TestRefusedCursorStartsNewSweep(t *testing.T) {
 	var calls atomic.Int32
 	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == 3 {
-			w.WriteHeader(http.StatusNotFound)
+			w.WriteHeader(http.StatusForbidden) // 400 and 404 would mean "cursor refused"
 			return true
 		}
 		return false
 	})
-	if res := h.run("invoices"); res.Status != sync.StatusFailed {
+	if res := h.run("invoices"); res.Status != model.StatusFailed {
 		t.Fatalf("status %s", res.Status)
 	}
 	h.sim.SetHook(nil)
@@ -437,13 +438,13 @@ func TestSecondRunnerIsLockedOut(t *testing.T) {
 		}
 		return false
 	})
-	done := make(chan sync.Result)
+	done := make(chan ingest.Result)
 	go func() { done <- h.run("invoices") }()
 	<-started
-	if res := h.run("invoices"); res.Err != sync.ErrBusy {
+	if res := h.run("invoices"); res.Err != ingest.ErrBusy {
 		t.Errorf("second run: %v, want ErrBusy", res.Err)
 	}
-	if res := <-done; res.Status != sync.StatusSucceeded {
+	if res := <-done; res.Status != model.StatusSucceeded {
 		t.Errorf("first run: %s %v", res.Status, res.Err)
 	}
 	if n := h.count(`SELECT count(*) FROM erp.sync_runs`); n != 1 {
@@ -573,7 +574,7 @@ func TestDatabaseConnectionLostMidSweep(t *testing.T) {
 		}
 		return false
 	})
-	if res := h.run("invoices"); res.Status != sync.StatusFailed {
+	if res := h.run("invoices"); res.Status != model.StatusFailed {
 		t.Fatalf("run that lost its connection: %s %v, want failed", res.Status, res.Err)
 	}
 	h.sim.SetHook(nil)
@@ -606,7 +607,7 @@ func TestLostSeenListMarksNothingDeleted(t *testing.T) {
 		}
 		return false
 	})
-	if res := h.run("invoices"); res.Status != sync.StatusFailed {
+	if res := h.run("invoices"); res.Status != model.StatusFailed {
 		t.Fatalf("status %s", res.Status)
 	}
 	h.sim.SetHook(nil)

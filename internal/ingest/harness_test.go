@@ -1,4 +1,4 @@
-package sync_test
+package ingest_test
 
 import (
 	"context"
@@ -11,9 +11,14 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
 )
+
+// catalog is the product's catalog, built once for the package's tests.
+var catalog = streams.MustDefault()
 
 // harness is a simulator on httptest, a fresh database and a runner.
 type harness struct {
@@ -23,7 +28,7 @@ type harness struct {
 	sim    *erpsim.Sim
 	srv    *httptest.Server
 	client *erp.Client
-	runner *sync.Runner
+	runner *ingest.Runner
 	source string
 	pages  int
 }
@@ -36,7 +41,7 @@ func newHarness(t *testing.T, opts erpsim.Options) *harness {
 	t.Cleanup(srv.Close)
 	h := &harness{t: t, pool: pool, url: dbURL, sim: sim, srv: srv, source: "test", pages: 50}
 	h.client = h.newClient(erp.Options{})
-	h.runner = &sync.Runner{Pool: pool, Prefetch: 1} // the product default
+	h.runner = &ingest.Runner{Pool: pool, Prefetch: 1} // the product default
 	return h
 }
 
@@ -57,21 +62,21 @@ func (h *harness) newClient(o erp.Options) *erp.Client {
 	return c
 }
 
-func (h *harness) run(stream string) sync.Result {
+func (h *harness) run(stream string) ingest.Result {
 	h.t.Helper()
-	s, ok := sync.Lookup(stream)
+	s, ok := catalog.Lookup(stream)
 	if !ok {
 		h.t.Fatalf("no stream %s", stream)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Client: h.client, PageSize: h.pages}, s, nil)
+	return h.runner.Run(ctx, nil, ingest.Target{Source: h.source, Client: h.client, PageSize: h.pages}, s, nil)
 }
 
-func (h *harness) mustRun(stream string) sync.Result {
+func (h *harness) mustRun(stream string) ingest.Result {
 	h.t.Helper()
 	res := h.run(stream)
-	if res.Err != nil || res.Status != sync.StatusSucceeded {
+	if res.Err != nil || res.Status != model.StatusSucceeded {
 		h.t.Fatalf("%s: status %s: %v", stream, res.Status, res.Err)
 	}
 	return res

@@ -1,0 +1,92 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erpsync/erpsync/migrations"
+)
+
+// SchemaError is a warehouse whose schema is not the one this binary
+// needs. Commands report it as a configuration problem: the fix is to
+// run `erpsync migrate`, not to retry.
+type SchemaError struct {
+	Current, Target int64
+}
+
+func (e *SchemaError) Error() string {
+	if e.Current == 0 {
+		return "the schema is not there yet: run `erpsync migrate`"
+	}
+	if e.Current > e.Target {
+		return fmt.Sprintf("the schema is at version %d, newer than this binary's %d: run the newer erpsync", e.Current, e.Target)
+	}
+	return fmt.Sprintf("the schema is at version %d, this binary needs %d: run `erpsync migrate`", e.Current, e.Target)
+}
+
+// SchemaVersions reads the schema's version (0 when never migrated) and
+// the newest this binary carries. It only reads, so it works for a role
+// that may not create anything, and it never waits on a migration.
+func SchemaVersions(ctx context.Context, q Querier) (current, target int64, err error) {
+	target = TargetVersion()
+	var table *string
+	if err := q.QueryRow(ctx, `SELECT to_regclass('goose_db_version')::text`).Scan(&table); err != nil {
+		return 0, target, fmt.Errorf("reading schema version: %w", Describe(err))
+	}
+	if table == nil {
+		return 0, target, nil
+	}
+	if err := q.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version`).Scan(&current); err != nil {
+		return 0, target, fmt.Errorf("reading schema version: %w", Describe(err))
+	}
+	return current, target, nil
+}
+
+// CheckSchema returns nil when the schema is the one this binary needs,
+// a *SchemaError when it is not, or the error that kept it from reading.
+func CheckSchema(ctx context.Context, q Querier) error {
+	cur, target, err := SchemaVersions(ctx, q)
+	if err != nil {
+		return err
+	}
+	if cur != target {
+		return &SchemaError{Current: cur, Target: target}
+	}
+	return nil
+}
+
+// EnsureSchema is what every command does before it uses the warehouse:
+// with migrate, apply what is pending (replicas take turns on goose's
+// session lock); without, refuse a schema that is not current.
+func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, migrate bool, log *slog.Logger) error {
+	if !migrate {
+		return CheckSchema(ctx, pool)
+	}
+	applied, err := Migrate(ctx, pool, log)
+	if err != nil {
+		return err
+	}
+	if len(applied) > 0 && log != nil {
+		log.Info("schema migrated", "versions", applied)
+	}
+	return nil
+}
+
+// TargetVersion is the newest migration embedded in the binary.
+func TargetVersion() int64 {
+	var newest int64
+	names, _ := fs.Glob(migrations.FS, "*.sql")
+	for _, n := range names {
+		digits, _, _ := strings.Cut(n, "_")
+		if v, err := strconv.ParseInt(digits, 10, 64); err == nil {
+			newest = max(newest, v)
+		}
+	}
+	return newest
+}

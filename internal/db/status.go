@@ -1,0 +1,94 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/model"
+)
+
+// statusSQL takes freshness from erp.stream_freshness, the one definition
+// analysts, `erpsync status` and the metrics share: the time of the last
+// completed sweep. Streams that never completed one still show, from
+// their runs.
+const statusSQL = `
+WITH keys AS (
+    SELECT source, stream FROM erp.sync_checkpoints
+    UNION SELECT DISTINCT source, stream FROM erp.sync_runs
+), last AS (
+    SELECT DISTINCT ON (source, stream) source, stream, status, started_at, finished_at, error, rows_seen
+    FROM erp.sync_runs ORDER BY source, stream, id DESC
+), lasterr AS (
+    SELECT DISTINCT ON (source, stream) source, stream, error
+    FROM erp.sync_runs WHERE status = 'failed' ORDER BY source, stream, id DESC
+)
+SELECT k.source, k.stream, coalesce(l.status, ''), l.started_at, l.finished_at,
+       coalesce(CASE WHEN l.status = 'failed' THEN l.error ELSE e.error END, ''),
+       f.last_sweep_completed_at, extract(epoch FROM f.age)::float8,
+       coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0),
+       c.last_sweep_rows, coalesce(l.rows_seen, 0)
+FROM keys k
+LEFT JOIN last l USING (source, stream)
+LEFT JOIN lasterr e USING (source, stream)
+LEFT JOIN erp.stream_freshness f USING (source, stream)
+LEFT JOIN erp.sync_checkpoints c USING (source, stream)
+ORDER BY k.source, k.stream`
+
+// LoadStatus returns where every (source, stream) that ever ran stands.
+func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
+	rows, err := q.Query(ctx, statusSQL)
+	if err != nil {
+		return nil, fmt.Errorf("reading status: %w", Describe(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.StreamStatus, error) {
+		var s model.StreamStatus
+		err := r.Scan(&s.Source, &s.Stream, &s.LastRunStatus, &s.LastRunStarted, &s.LastRunFinished, &s.LastError,
+			&s.LastSuccess, &s.FreshnessSecs, &s.SweepInProgress, &s.SweepPages, &s.SweepRows,
+			&s.LastSweepRows, &s.Rows)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading status: %w", Describe(err))
+	}
+	return out, nil
+}
+
+// LastRun is the outcome of the latest run of one stream.
+type LastRun struct {
+	Stream                                                    string
+	Pages, Seen, Inserted, Updated, Unchanged, Rejected, Gone int64
+}
+
+// LastRuns returns the latest run of every stream of a source.
+func LastRuns(ctx context.Context, q Querier, source string) ([]LastRun, error) {
+	rows, err := q.Query(ctx, `
+SELECT stream, pages, rows_seen, rows_inserted, rows_updated, rows_unchanged, rows_rejected, rows_deleted
+FROM (SELECT DISTINCT ON (stream) * FROM erp.sync_runs WHERE source = $1 ORDER BY stream, id DESC) r ORDER BY stream`, source)
+	if err != nil {
+		return nil, fmt.Errorf("reading runs: %w", Describe(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LastRun, error) {
+		var l LastRun
+		err := r.Scan(&l.Stream, &l.Pages, &l.Seen, &l.Inserted, &l.Updated, &l.Unchanged, &l.Rejected, &l.Gone)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading runs: %w", Describe(err))
+	}
+	return out, nil
+}
+
+// LiveTotal is the exact sum of a money column over a source's live rows,
+// as text.
+func LiveTotal(ctx context.Context, q Querier, table, column, source string) (string, error) {
+	var sum string
+	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT coalesce(sum(%s), 0)::text FROM %s WHERE source = $1 AND deleted_at IS NULL`,
+		pgx.Identifier{column}.Sanitize(), pgx.Identifier(strings.Split(table, ".")).Sanitize()), source).Scan(&sum)
+	if err != nil {
+		return "", fmt.Errorf("summing %s.%s: %w", table, column, Describe(err))
+	}
+	return sum, nil
+}

@@ -1,0 +1,243 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/model"
+)
+
+// ColumnType says how a typed column is read from a record.
+type ColumnType int
+
+const (
+	Text ColumnType = iota
+	Money
+	Bool
+)
+
+// Column is a typed warehouse column filled from a top-level field.
+type Column struct {
+	Name  string // SQL column
+	Field string // JSON field
+	Type  ColumnType
+	// Scale, for Money, is the number of fractional digits expected; a
+	// value with another scale is stored as received and counted as drift.
+	// 0 means no expectation.
+	Scale int
+}
+
+// List is a stream read from one list route into one entity table:
+// erp.<Stream>, keyed by (source, id), with the shared columns (payload,
+// payload_hash, company_id, branch_id, first_seen_at, synced_at,
+// deleted_at) and the typed Columns. Most streams are a List; adding one
+// is a value of this type plus the migration of its table.
+type List struct {
+	Stream string     // the stream's name; its table is erp.<Stream>
+	Path   string     // the list route
+	Query  url.Values // filters sent with every page
+	Paging erp.Paging // how the first page is asked for; answers' own paging is followed anyway
+	// Permission is the ERP permission the route needs, as the API
+	// reference names it ("" when it lists none).
+	Permission string
+	Columns    []Column
+	// Expect lists the top-level fields the stream expects with their JSON
+	// kinds ("number|string"); differences are recorded as drift. null
+	// matches any kind.
+	Expect map[string]string
+	// AfterWrite runs in a page's transaction when it inserted or updated
+	// rows, with the ids of the page's rows (the currency rate history).
+	AfterWrite func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error
+
+	table  *db.Table
+	expect []expectedField // Expect, parsed once by Validate, sorted
+}
+
+type expectedField struct {
+	field, spec string
+	kinds       []string
+}
+
+// Name is the stream's name.
+func (l *List) Name() string { return l.Stream }
+
+// Validate checks the definition and prepares its SQL; Catalog.Add calls it.
+func (l *List) Validate() error {
+	if l.Path == "" || !strings.HasPrefix(l.Path, "/") {
+		return fmt.Errorf("path %q must start with /", l.Path)
+	}
+	cols := make([]string, len(l.Columns))
+	for i, c := range l.Columns {
+		if c.Name == "" || c.Field == "" {
+			return errors.New("a column needs a Name and a Field")
+		}
+		cols[i] = c.Name
+	}
+	l.table = db.NewTable("erp."+l.Stream, cols...)
+	l.expect = l.expect[:0]
+	for field, spec := range l.Expect {
+		l.expect = append(l.expect, expectedField{field: field, spec: spec, kinds: strings.Split(spec, "|")})
+	}
+	slices.SortFunc(l.expect, func(a, b expectedField) int { return strings.Compare(a.field, b.field) })
+	return nil
+}
+
+// Table is the stream's warehouse table (after Validate).
+func (l *List) Table() *db.Table { return l.table }
+
+// resumable: only a cursor says where an interrupted sweep stopped.
+func (l *List) resumable() bool { return l.Paging == erp.CursorPaged }
+
+// request is the walk of the route from cursor ("" for the first page).
+func (l *List) request(pageSize int, cursor string) erp.ListRequest {
+	return erp.ListRequest{Path: l.Path, Query: l.Query, Paging: l.Paging, PageSize: pageSize, Cursor: cursor}
+}
+
+// prepare checks and converts a page's records. It is pure CPU work, done
+// on the fetching side of the pipeline while the previous page is written.
+func (l *List) prepare(p *erp.Page) *batch {
+	records, parsed := p.Records, p.Parsed
+	b := &batch{received: len(records), rows: make([]db.Row, 0, len(records))}
+	index := make(map[string]int, len(records))
+	drift := map[[3]string]*db.Drift{}
+	// One allocation for the typed values of the whole page.
+	n := len(l.Columns)
+	values := make([]any, len(records)*n)
+	for i, raw := range records {
+		var pre *erp.Record
+		if parsed != nil && parsed[i].IsObject() {
+			pre = &parsed[i]
+		}
+		row, rec, err := l.convert(raw, pre, values[i*n:(i+1)*n:(i+1)*n])
+		if err != nil {
+			id, _, _ := rec.Text("id") // a zero Record has no id
+			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
+			continue
+		}
+		l.checkDrift(rec, row, drift)
+		// A record listed twice in one page keeps its last version: two
+		// rows with one key in one INSERT would fail the whole page.
+		if i, dup := index[row.ID]; dup {
+			b.rows[i] = row
+			continue
+		}
+		index[row.ID] = len(b.rows)
+		b.rows = append(b.rows, row)
+	}
+	for _, d := range drift {
+		b.drift = append(b.drift, *d)
+	}
+	slices.SortFunc(b.drift, func(x, y db.Drift) int {
+		return strings.Compare(x.Field+x.Change+x.Detail, y.Field+y.Change+y.Detail)
+	})
+	return b
+}
+
+func (l *List) convert(raw json.RawMessage, pre *erp.Record, values []any) (db.Row, erp.Record, error) {
+	// Postgres refuses \u0000 and invalid UTF-8 in jsonb: one such
+	// record must not fail its whole page.
+	if bytes.Contains(raw, []byte(`\u0000`)) {
+		return db.Row{}, erp.Record{}, fmt.Errorf("record contains \\u0000, which Postgres jsonb cannot store")
+	}
+	if !utf8.Valid(raw) {
+		return db.Row{}, erp.Record{}, fmt.Errorf("record is not valid UTF-8")
+	}
+	var rec erp.Record
+	if pre != nil {
+		rec = *pre
+	} else {
+		var err error
+		if rec, err = erp.ParseRecord(raw); err != nil {
+			return db.Row{}, erp.Record{}, err
+		}
+	}
+	id, ok, err := rec.Text("id")
+	if err != nil {
+		return db.Row{}, rec, err
+	}
+	if !ok || id == "" {
+		return db.Row{}, rec, fmt.Errorf("record has no id")
+	}
+	row := db.Row{ID: id, Values: values, Payload: raw, Hash: sha256.Sum256(raw)}
+	for i, c := range l.Columns {
+		switch c.Type {
+		case Money:
+			d, ok, err := rec.Money(c.Field)
+			if err != nil {
+				return db.Row{}, rec, err
+			}
+			if ok {
+				row.Values[i] = db.Numeric(d)
+			}
+		case Bool:
+			v, ok, err := rec.Bool(c.Field)
+			if err != nil {
+				return db.Row{}, rec, err
+			}
+			if ok {
+				row.Values[i] = v
+			}
+		default:
+			v, ok, err := rec.Text(c.Field)
+			if err != nil {
+				return db.Row{}, rec, err
+			}
+			if ok {
+				row.Values[i] = v
+			}
+		}
+	}
+	return row, rec, nil
+}
+
+// checkDrift counts differences between the record and Expect.
+func (l *List) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Drift) {
+	if l.Expect == nil {
+		return
+	}
+	add := func(field, change, detail, example string) {
+		k := [3]string{field, change, detail}
+		if d, ok := acc[k]; ok {
+			d.Count++
+			return
+		}
+		acc[k] = &db.Drift{Field: field, Change: change, Detail: detail, Example: example, Count: 1}
+	}
+	for _, e := range l.expect {
+		raw, ok := rec.Get(e.field)
+		if !ok {
+			add(e.field, "missing", "", "record "+row.ID)
+			continue
+		}
+		if kind := erp.Kind(raw); kind != "null" && !slices.Contains(e.kinds, kind) {
+			add(e.field, "type", "expected "+e.spec+", got "+kind, erp.Truncate(string(raw), 100))
+		}
+	}
+	for i := range rec.Len() {
+		if key, val := rec.Field(i); l.Expect[string(key)] == "" {
+			add(string(key), "added", erp.Kind(val), erp.Truncate(string(val), 100))
+		}
+	}
+	for i, c := range l.Columns {
+		if c.Type != Money || c.Scale == 0 || row.Values[i] == nil {
+			continue
+		}
+		v, _, _ := rec.Money(c.Field)
+		if got := int(-v.Exponent()); got != c.Scale {
+			text, _, _ := rec.Text(c.Field)
+			add(c.Field, "scale", fmt.Sprintf("expected %d fractional digits, got %d", c.Scale, max(got, 0)), text)
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/model"
+)
+
+// ErrBusy means another process holds the stream's lock; nothing ran.
+var ErrBusy = errors.New("another erpsync process is running this stream")
+
+// errStopped ends a run between commits when a stop was asked for.
+var errStopped = errors.New("stopped before the stream finished")
+
+// Observer receives progress for metrics and terminals. Implementations
+// must be safe for concurrent use.
+type Observer interface {
+	// PageCommitted is called after every commit with what it wrote.
+	PageCommitted(source, stream string, st model.RunStats)
+	// RunFinished is called once per run that took the lock. freshAt is
+	// when the stream's data were last complete (zero if never).
+	RunFinished(source, stream string, status model.RunStatus, elapsed time.Duration, freshAt time.Time)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) PageCommitted(string, string, model.RunStats)                          {}
+func (nopObserver) RunFinished(string, string, model.RunStatus, time.Duration, time.Time) {}
+
+// Runner runs streams against the warehouse.
+type Runner struct {
+	Pool *pgxpool.Pool
+	Log  *slog.Logger
+	Obs  Observer
+	// Prefetch is how many pages are fetched ahead of the page being
+	// written. 0 fetches strictly after each commit, so a crash re-fetches
+	// at most one page; 1 overlaps the next fetch with the current write.
+	Prefetch int
+}
+
+// Target is a source as a run sees it.
+type Target struct {
+	Source   string
+	Client   *erp.Client
+	PageSize int
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	RunID   int64
+	Status  model.RunStatus
+	SweepID int64
+	Stats   model.RunStats
+	Elapsed time.Duration
+	// FreshAt is when the stream's data were complete, if this run
+	// completed them.
+	FreshAt time.Time
+	Err     error
+}
+
+// Run runs one stream of one source once. Closing stop lets the commit in
+// flight finish, then ends the run as cancelled; cancelling ctx aborts at
+// once. progress, if not nil, is called after every commit with the run's
+// totals.
+func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(model.RunStats)) Result {
+	start := time.Now()
+	log := rn.logger().With("source", t.Source, "stream", s.Name())
+	res := rn.run(ctx, stop, t, s, log, progress)
+	res.Elapsed = time.Since(start)
+	if errors.Is(res.Err, ErrBusy) {
+		log.Debug("sync skipped: another process holds the stream's lock")
+		return res
+	}
+	rn.obs().RunFinished(t.Source, s.Name(), res.Status, res.Elapsed, res.FreshAt)
+	attrs := []any{"status", res.Status, "run_id", res.RunID, "pages", res.Stats.Pages, "rows", res.Stats.Seen,
+		"inserted", res.Stats.Inserted, "updated", res.Stats.Updated, "unchanged", res.Stats.Unchanged,
+		"rejected", res.Stats.Rejected, "deleted", res.Stats.Deleted, "duration", res.Elapsed.Round(time.Millisecond)}
+	if res.Status == model.StatusFailed {
+		log.Error("sync finished", append(attrs, "err", res.Err)...)
+	} else {
+		log.Info("sync finished", attrs...)
+	}
+	return res
+}
+
+func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, log *slog.Logger, progress func(model.RunStats)) Result {
+	name := s.Name()
+	pc, err := rn.Pool.Acquire(ctx)
+	if err != nil {
+		return Result{Status: model.StatusFailed, Err: fmt.Errorf("%s: database: %w", name, db.Describe(err))}
+	}
+	conn := pc.Conn()
+	defer pc.Release()
+	locked, err := db.TryStreamLock(ctx, conn, t.Source, name)
+	if err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
+	if !locked {
+		return Result{Err: ErrBusy}
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := db.UnlockStream(uctx, conn, t.Source, name); err != nil {
+			// Closing the session is the other way to drop the lock; the
+			// pool discards a closed connection on Release.
+			conn.Close(uctx)
+		}
+	}()
+
+	if n, err := db.CloseAbandonedRuns(ctx, conn, t.Source, name); err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	} else if n > 0 {
+		log.Warn("closed runs left running by a process that died", "runs", n)
+	}
+	host, _ := os.Hostname()
+	runID, err := db.StartRun(ctx, conn, t.Source, name, host, os.Getpid())
+	if err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
+
+	r := &Run{runner: rn, target: t, name: name, conn: conn, runID: runID, log: log, progress: progress, stop: stop}
+	err = r.execute(ctx, s)
+	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, Err: err, Status: statusOf(err)}
+
+	// The run's context may be cancelled already; the outcome must still
+	// be written. If the lock's connection is gone, the pool's is used.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	errText := ""
+	if err != nil {
+		errText = err.Error()
+	}
+	var q db.Querier = conn
+	if conn.IsClosed() {
+		q = rn.Pool
+	}
+	if ferr := db.FinishRun(fctx, q, runID, res.Status, r.sweepID, r.stats, errText, strings.Join(r.notes, "; ")); ferr != nil {
+		log.Error("could not record the run's outcome", "err", ferr)
+	}
+	return res
+}
+
+// statusOf is the one rule from a run's error to its status.
+func statusOf(err error) model.RunStatus {
+	switch {
+	case err == nil:
+		return model.StatusSucceeded
+	case errors.Is(err, errStopped), errors.Is(err, context.Canceled):
+		return model.StatusCancelled
+	default:
+		return model.StatusFailed
+	}
+}
+
+func (rn *Runner) logger() *slog.Logger {
+	if rn.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return rn.Log
+}
+
+func (rn *Runner) obs() Observer {
+	if rn.Obs == nil {
+		return nopObserver{}
+	}
+	return rn.Obs
+}

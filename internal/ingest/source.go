@@ -1,0 +1,153 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	gosync "sync"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+)
+
+// batch is a fetched page turned into rows to write, rejected records and
+// drift, with where the sweep goes after it.
+type batch struct {
+	page     *erp.Page // the rows point into it; the page source releases it
+	number   int64     // the page's number in the sweep, for messages
+	rows     []db.Row
+	rejected []db.Rejected
+	drift    []db.Drift
+	received int
+	cursor   string // cursor of the next page ("" at the end, or when not resumable)
+	last     bool   // no page follows
+}
+
+// errNotYet is next's answer when its wait ran out before a page came.
+var errNotYet = errors.New("no page ready yet")
+
+// pageSource reads the pages of one walk through a list route, in order,
+// prepared for writing. With prefetch it fetches ahead on a goroutine
+// (bounded by a channel) while the committer writes; without, it fetches
+// on demand, so a crash re-fetches at most one page. It owns the pages'
+// memory: the committer hands each batch back with release.
+type pageSource struct {
+	run     *Run
+	lister  *erp.Lister
+	prepare func(*erp.Page) *batch
+	base    int64 // pages of the sweep committed before this walk
+	fetched int64
+
+	ch     chan fetched // nil without prefetch
+	cancel context.CancelFunc
+	wg     gosync.WaitGroup
+	ended  bool // the last page or an error was delivered (no prefetch)
+}
+
+type fetched struct {
+	b   *batch
+	err error
+}
+
+func (r *Run) newPageSource(ctx context.Context, req erp.ListRequest, base int64, prepare func(*erp.Page) *batch) *pageSource {
+	s := &pageSource{run: r, lister: r.target.Client.List(req), prepare: prepare, base: base, cancel: func() {}}
+	if n := r.runner.Prefetch; n > 0 {
+		var fctx context.Context
+		fctx, s.cancel = context.WithCancel(ctx)
+		s.ch = make(chan fetched, n-1)
+		s.wg.Go(func() { s.produce(fctx) })
+	}
+	return s
+}
+
+// prefetching reports whether pages are fetched ahead of the writer.
+func (s *pageSource) prefetching() bool { return s.ch != nil }
+
+// produce fetches pages until the last one, an error, or cancellation.
+func (s *pageSource) produce(ctx context.Context) {
+	defer close(s.ch)
+	for {
+		f := s.fetch(ctx)
+		select {
+		case s.ch <- f:
+		case <-ctx.Done():
+			if f.b != nil {
+				f.b.page.Release()
+			}
+			return
+		}
+		if f.err != nil || f.b.last {
+			return
+		}
+	}
+}
+
+// fetch reads and prepares the next page. A panic while decoding becomes
+// the walk's error instead of killing the process from a goroutine.
+func (s *pageSource) fetch(ctx context.Context) (f fetched) {
+	n := s.base + s.fetched + 1
+	defer func() {
+		if p := recover(); p != nil {
+			f = fetched{err: fmt.Errorf("page %d: %w", n, s.run.panicked(p))}
+		}
+	}()
+	page, err := s.lister.Next(ctx)
+	if err != nil {
+		return fetched{err: fmt.Errorf("%s page %d: %w", s.run.name, n, err)}
+	}
+	s.fetched++
+	b := s.prepare(page)
+	b.page, b.number = page, n
+	b.last, b.cursor = s.lister.Done(), s.lister.Cursor()
+	return fetched{b: b}
+}
+
+// next returns the next page. Its errors are explicit: errStopped once a
+// stop was asked for, ctx's error when cancelled, errNotYet when wait
+// fires before a page is ready, or the page's fetch error.
+func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*batch, error) {
+	if err := s.run.Stopped(); err != nil {
+		return nil, err
+	}
+	if s.ch == nil {
+		if s.ended {
+			return nil, errors.New("page source: read past the last page")
+		}
+		f := s.fetch(ctx)
+		s.ended = f.err != nil || f.b.last
+		return f.b, f.err
+	}
+	select {
+	case f, ok := <-s.ch:
+		if !ok {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return nil, errors.New("page source: read past the last page")
+		}
+		return f.b, f.err
+	case <-s.run.stop:
+		return nil, errStopped
+	case <-wait:
+		return nil, errNotYet
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// release hands a written page's memory back.
+func (s *pageSource) release(b *batch) { b.page.Release() }
+
+// close stops fetching and releases the pages fetched but not taken.
+func (s *pageSource) close() {
+	s.cancel()
+	s.wg.Wait()
+	if s.ch != nil {
+		for f := range s.ch {
+			if f.b != nil {
+				f.b.page.Release()
+			}
+		}
+	}
+}

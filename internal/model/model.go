@@ -1,0 +1,42 @@
+// Package model holds the plain values that erpsync's packages hand to
+// each other: what a run is called when it ends and what it counted. It
+// imports nothing of erpsync, so the database, metrics, scheduler and
+// commands can share these types without depending on one another.
+package model
+
+// RunStatus is the outcome of a run, as stored in erp.sync_runs.status
+// and used as the status label of the runs metric.
+type RunStatus string
+
+const (
+	StatusRunning   RunStatus = "running"
+	StatusSucceeded RunStatus = "succeeded"
+	StatusFailed    RunStatus = "failed"
+	StatusCancelled RunStatus = "cancelled"
+)
+
+// FinalStatuses are the statuses a run can end with.
+var FinalStatuses = []RunStatus{StatusSucceeded, StatusFailed, StatusCancelled}
+
+// RunStats are the counters of a run, or of the part of it one commit
+// wrote.
+type RunStats struct {
+	Pages, Seen, Inserted, Updated, Unchanged, Rejected, Deleted int64
+}
+
+// Add accumulates another part's counters.
+func (s *RunStats) Add(o RunStats) {
+	s.Pages += o.Pages
+	s.Seen += o.Seen
+	s.Inserted += o.Inserted
+	s.Updated += o.Updated
+	s.Unchanged += o.Unchanged
+	s.Rejected += o.Rejected
+	s.Deleted += o.Deleted
+}
+
+// Scope is what every row a run writes shares: the configured source and
+// the company and branch of the credentials that read it.
+type Scope struct {
+	Source, CompanyID, BranchID string
+}

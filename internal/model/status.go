@@ -1,0 +1,23 @@
+package model
+
+import "time"
+
+// StreamStatus is where one (source, stream) stands: its last run and how
+// fresh its data is. Freshness is the time of the last completed sweep
+// (or snapshot): the warehouse holds everything the ERP listed then.
+type StreamStatus struct {
+	Source          string     `json:"source"`
+	Stream          string     `json:"stream"`
+	LastRunStatus   RunStatus  `json:"last_run_status,omitempty"`
+	LastRunStarted  *time.Time `json:"last_run_started,omitempty"`
+	LastRunFinished *time.Time `json:"last_run_finished,omitempty"`
+	LastError       string     `json:"last_error,omitempty"`
+	// LastSuccess is the last completed sweep: the data are as of then.
+	LastSuccess     *time.Time `json:"last_success,omitempty"`
+	FreshnessSecs   *float64   `json:"freshness_seconds,omitempty"`
+	SweepInProgress bool       `json:"sweep_in_progress"`
+	SweepPages      int64      `json:"sweep_pages"`
+	SweepRows       int64      `json:"sweep_rows"`
+	LastSweepRows   *int64     `json:"last_sweep_rows,omitempty"`
+	Rows            int64      `json:"rows_last_run"`
+}

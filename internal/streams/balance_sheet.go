@@ -1,0 +1,116 @@
+package streams
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/model"
+)
+
+// balanceSheet stores one snapshot of the balance-sheet tree per day
+// (date_to = today, UTC), rewritten only when the day's tree changed.
+type balanceSheet struct{ path string }
+
+// BalanceSheet is the balance-sheet stream.
+func BalanceSheet() ingest.Stream { return balanceSheet{path: "/accounts/api/balance-sheet-tree/"} }
+
+func (balanceSheet) Name() string { return "balance_sheet" }
+
+// maxTreeDepth bounds the recursion into a balance-sheet tree.
+const maxTreeDepth = 64
+
+func (s balanceSheet) Sync(ctx context.Context, r *ingest.Run) error {
+	asOf := time.Now().UTC().Format(time.DateOnly)
+	route := erp.RouteLabel(s.path)
+	body, err := r.Client().Get(ctx, s.path, url.Values{"date_to": {asOf}})
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Name(), err)
+	}
+	page, err := erp.DecodePage(route, body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Name(), err)
+	}
+	var nodes []db.TreeNode
+	rejected := 0
+	var walk func(records []json.RawMessage, parent string, depth int) error
+	walk = func(records []json.RawMessage, parent string, depth int) error {
+		if depth > maxTreeDepth {
+			return fmt.Errorf("%s: tree deeper than %d levels", s.Name(), maxTreeDepth)
+		}
+		for i, raw := range records {
+			n, children, err := treeNode(raw, parent, depth, i)
+			if err != nil {
+				r.Reject(db.Rejected{RecordID: n.Node, Reason: err.Error(), Record: raw})
+				rejected++
+				continue
+			}
+			nodes = append(nodes, n)
+			if children != nil {
+				sub, err := erp.DecodePage(route, children)
+				if err != nil {
+					return fmt.Errorf("%s: children of %s: %w", s.Name(), n.Node, err)
+				}
+				if err := walk(sub.Records, n.Node, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(page.Records, "", 0); err != nil {
+		return err
+	}
+	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		wrote, err := db.ReplaceBalanceSheet(ctx, tx, r.Scope(), asOf, nodes)
+		st := model.RunStats{Pages: 1, Seen: int64(len(nodes) + rejected), Unchanged: int64(len(nodes))}
+		if wrote {
+			st.Inserted, st.Unchanged = int64(len(nodes)), 0
+		}
+		return st, err
+	})
+}
+
+// treeNode reads one node; its key is its id, else its code, else its
+// position under its parent.
+func treeNode(raw json.RawMessage, parent string, depth, index int) (db.TreeNode, json.RawMessage, error) {
+	n := db.TreeNode{Parent: parent, Depth: depth, Payload: raw, Hash: sha256.Sum256(raw)}
+	rec, err := erp.ParseRecord(raw)
+	if err != nil {
+		return n, nil, err
+	}
+	if n.Code, err = ingest.TextField(rec, "code"); err != nil {
+		return n, nil, err
+	}
+	if n.Name, err = ingest.TextField(rec, "name"); err != nil {
+		return n, nil, err
+	}
+	id, err := ingest.TextField(rec, "id")
+	switch {
+	case err != nil:
+		return n, nil, err
+	case id != nil:
+		n.Node = *id
+	case n.Code != nil:
+		n.Node = *n.Code
+	default:
+		n.Node = parent + "/" + strconv.Itoa(index)
+	}
+	if n.Balance, err = ingest.MoneyField(rec, "balance"); err != nil {
+		return n, nil, err
+	}
+	children, _ := rec.Get("children")
+	if erp.Kind(children) != "array" {
+		children = nil
+	}
+	return n, children, nil
+}

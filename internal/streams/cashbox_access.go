@@ -1,0 +1,142 @@
+package streams
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/model"
+)
+
+// cashboxAccess mirrors who may use each cashbox: one request per cashbox
+// the ERP lists, one transaction per cashbox.
+type cashboxAccess struct{ path string }
+
+// CashboxAccess is the cashbox access stream.
+func CashboxAccess() ingest.Stream { return cashboxAccess{path: "/accounts/api/cashboxes/"} }
+
+func (cashboxAccess) Name() string { return "cashbox_access" }
+
+func (s cashboxAccess) Sync(ctx context.Context, r *ingest.Run) error {
+	boxes, err := s.cashboxes(ctx, r)
+	if err != nil {
+		return err
+	}
+	for _, box := range boxes {
+		if err := r.Stopped(); err != nil {
+			return err
+		}
+		if err := s.grants(ctx, r, box); err != nil {
+			return err
+		}
+	}
+	// Grants of cashboxes the (whole) list no longer holds are gone.
+	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		n, err := db.MarkCashboxAccessGone(ctx, tx, r.Scope(), boxes)
+		return model.RunStats{Deleted: n}, err
+	})
+}
+
+// cashboxes lists the ids of the cashboxes, reading the list page by page.
+// A cashbox without a usable id is skipped: the cashboxes stream reports it.
+func (s cashboxAccess) cashboxes(ctx context.Context, r *ingest.Run) ([]string, error) {
+	var ids []string
+	l := r.Client().List(erp.ListRequest{Path: s.path})
+	for {
+		page, err := l.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return ids, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name(), err)
+		}
+		for i, raw := range page.Records {
+			rec := page.Parsed[i]
+			if !rec.IsObject() {
+				var perr error
+				if rec, perr = erp.ParseRecord(raw); perr != nil {
+					continue
+				}
+			}
+			if id, ok, err := rec.Text("id"); err == nil && ok && id != "" {
+				ids = append(ids, id)
+			}
+		}
+		page.Release()
+	}
+}
+
+// grants reads and commits the access list of one cashbox. A cashbox whose
+// access route answers 404 (deleted since it was listed) keeps what the
+// warehouse has until the list drops it.
+func (s cashboxAccess) grants(ctx context.Context, r *ingest.Run, box string) error {
+	path := erp.DetailPath(s.path, box, "/access/")
+	var rows []db.AccessRow
+	at := map[string]int{} // a user listed twice keeps the last grant
+	seen := 0
+	l := r.Client().List(erp.ListRequest{Path: path})
+	for {
+		page, err := l.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var he *erp.HTTPError
+		if errors.As(err, &he) && he.Status == http.StatusNotFound {
+			r.Log().Warn("cashbox access route answered 404; keeping its grants", "cashbox", box)
+			r.Note("cashbox %s: access route answered 404 (cashbox gone?); its grants were kept", box)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: cashbox %s: %w", s.Name(), box, err)
+		}
+		for _, raw := range page.Records {
+			seen++
+			raw = bytes.Clone(raw) // the page's memory is reused once released
+			user, err := grantUser(raw)
+			if err != nil {
+				r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: %v", box, err), Record: raw})
+				continue
+			}
+			row := db.AccessRow{User: user, Payload: raw, Hash: sha256.Sum256(raw)}
+			if i, dup := at[user]; dup {
+				rows[i] = row
+				continue
+			}
+			at[user] = len(rows)
+			rows = append(rows, row)
+		}
+		page.Release()
+	}
+	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		up, deleted, err := db.UpsertCashboxAccess(ctx, tx, r.Scope(), box, rows)
+		return model.RunStats{Pages: 1, Seen: int64(seen), Inserted: up.Inserted, Updated: up.Updated,
+			Unchanged: up.Unchanged, Deleted: deleted}, err
+	})
+}
+
+// grantUser names the user of a grant: the first of user_id, user, id or
+// username that is there.
+func grantUser(raw []byte) (string, error) {
+	rec, err := erp.ParseRecord(raw)
+	if err != nil {
+		return "", err
+	}
+	for _, field := range []string{"user_id", "user", "id", "username"} {
+		if user, err := ingest.TextField(rec, field); err != nil || user != nil {
+			if err != nil {
+				return "", err
+			}
+			return *user, nil
+		}
+	}
+	return "", errors.New("grant names no user (user_id, user, id or username)")
+}

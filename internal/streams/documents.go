@@ -1,0 +1,65 @@
+package streams
+
+import (
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/ingest"
+)
+
+// document is a kind of accounting document: a list stream of its own,
+// and, through each document's journal preview, a source of journal
+// lines. This table is the one place their routes are written.
+type document struct {
+	kind       string // document_kind in erp.journal_lines
+	stream     string // the list stream; its table is erp.<stream>
+	path       string // the list route; a document's routes are below it
+	paging     erp.Paging
+	permission string // what listing needs
+	preview    string // what reading a journal preview needs
+	columns    []ingest.Column
+	expect     map[string]string
+}
+
+var voucherColumns = []ingest.Column{
+	{Name: "status", Field: "status", Type: ingest.Text},
+	{Name: "amount", Field: "amount", Type: ingest.Money},
+}
+
+var voucherFields = map[string]string{
+	"id": "string|number", "number": "string", "date": "string", "party": "string",
+	"amount": "number|string", "currency_code": "string", "status": "string",
+}
+
+// documents: their fields are not shown by the reference; the typed
+// columns are what installations send in practice, and everything is in
+// payload either way. Their ids are strings at the ERP.
+var documents = []document{
+	{
+		kind: "journal_entry", stream: "journal_entries", path: "/accounts/api/journal-entries/",
+		paging: erp.OffsetPaged, permission: "accounts.journal.view", preview: "accounts.journal.view",
+		columns: []ingest.Column{
+			{Name: "status", Field: "status", Type: ingest.Text},
+			{Name: "total_debit", Field: "total_debit", Type: ingest.Money},
+			{Name: "total_credit", Field: "total_credit", Type: ingest.Money},
+		},
+		expect: map[string]string{
+			"id": "string|number", "date": "string", "reference": "string", "status": "string",
+			"total_debit": "number|string", "total_credit": "number|string",
+		},
+	},
+	{
+		kind: "payment_voucher", stream: "payment_vouchers", path: "/accounts/api/payment-vouchers/",
+		permission: "accounts.payment.list", preview: "accounts.payment.view",
+		columns: voucherColumns, expect: voucherFields,
+	},
+	{
+		kind: "receipt_voucher", stream: "receipt_vouchers", path: "/accounts/api/receipt-vouchers/",
+		permission: "accounts.receipt.list", preview: "accounts.receipt.view",
+		columns: voucherColumns, expect: voucherFields,
+	},
+}
+
+// list is the document kind's list stream.
+func (d document) list() *ingest.List {
+	return &ingest.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission,
+		Columns: d.columns, Expect: d.expect}
+}

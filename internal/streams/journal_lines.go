@@ -1,0 +1,142 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/model"
+)
+
+// journalLines reads the journal preview of every document that is new or
+// changed since its lines were read (the document streams must have
+// synced them first), one transaction per document: a crash loses one.
+type journalLines struct{}
+
+// JournalLines is the journal lines stream.
+func JournalLines() ingest.Stream { return journalLines{} }
+
+func (journalLines) Name() string { return "journal_lines" }
+
+// documentBatch is how many documents are listed from the warehouse at a
+// time, so memory does not grow with the number of documents.
+const documentBatch = 500
+
+func (s journalLines) Sync(ctx context.Context, r *ingest.Run) error {
+	for _, d := range documents {
+		after := ""
+		for {
+			docs, err := db.DocumentsNeedingLines(ctx, r.DB(), "erp."+d.stream, d.kind, r.Scope().Source, after, documentBatch)
+			if err != nil {
+				return err
+			}
+			for _, doc := range docs {
+				if err := r.Stopped(); err != nil {
+					return err
+				}
+				if err := s.document(ctx, r, d, doc); err != nil {
+					return fmt.Errorf("%s: %s %s: %w", s.Name(), d.kind, doc.ID, err)
+				}
+			}
+			if len(docs) < documentBatch {
+				break
+			}
+			after = docs[len(docs)-1].ID
+		}
+	}
+	return nil
+}
+
+// document reads and commits the lines of one document. A preview that
+// cannot be read as a whole is rejected; the other documents go on.
+func (journalLines) document(ctx context.Context, r *ingest.Run, d document, doc db.Document) error {
+	path := erp.DetailPath(d.path, doc.ID, "/journal-preview/")
+	body, err := r.Client().Get(ctx, path, nil)
+	var he *erp.HTTPError
+	if errors.As(err, &he) && he.Status == http.StatusNotFound {
+		r.Log().Warn("document has no journal preview (gone at the ERP?)", "kind", d.kind, "id", doc.ID)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lines, received, err := previewLines(r, path, body)
+	if err != nil {
+		r.Reject(db.Rejected{RecordID: d.kind + " " + doc.ID, Reason: err.Error(), Record: body})
+		return r.Commit(ctx, func(context.Context, pgx.Tx) (model.RunStats, error) {
+			return model.RunStats{Pages: 1, Seen: 1}, nil
+		})
+	}
+	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		return model.RunStats{Pages: 1, Seen: int64(received), Inserted: int64(len(lines))},
+			db.ReplaceJournalLines(ctx, tx, r.Scope(), d.kind, doc, lines)
+	})
+}
+
+// previewLines reads {ok, data: {lines: [...]}}, {lines: [...]} or a bare
+// array of lines, and how many it listed; a line that cannot be used is
+// rejected.
+func previewLines(r *ingest.Run, path string, body []byte) ([]db.JournalLine, int, error) {
+	route := erp.RouteLabel(path)
+	list := json.RawMessage(body)
+	if erp.Kind(body) != "array" {
+		rec, _, err := erp.DecodeObject(route, body)
+		if err != nil {
+			return nil, 0, err
+		}
+		var ok bool
+		if list, ok = rec.Get("lines"); !ok || erp.Kind(list) != "array" {
+			return nil, 0, fmt.Errorf("GET %s: no lines array in the answer", route)
+		}
+	}
+	page, err := erp.DecodePage(route, list)
+	if err != nil {
+		return nil, 0, err
+	}
+	var lines []db.JournalLine
+	seen := map[string]bool{}
+	for i, raw := range page.Records {
+		l, err := previewLine(raw, i)
+		if err == nil && seen[l.Line] {
+			err = fmt.Errorf("line %s listed twice", l.Line)
+		}
+		if err != nil {
+			r.Reject(db.Rejected{RecordID: l.Line, Reason: err.Error(), Record: raw})
+			continue
+		}
+		seen[l.Line] = true
+		lines = append(lines, l)
+	}
+	return lines, len(page.Records), nil
+}
+
+func previewLine(raw json.RawMessage, index int) (db.JournalLine, error) {
+	l := db.JournalLine{Line: strconv.Itoa(index + 1), Payload: raw}
+	rec, err := erp.ParseRecord(raw)
+	if err != nil {
+		return l, err
+	}
+	if n, err := ingest.TextField(rec, "line"); err != nil {
+		return l, err
+	} else if n != nil {
+		l.Line = *n
+	}
+	if l.AccountCode, err = ingest.TextField(rec, "account_code"); err != nil {
+		return l, err
+	}
+	if l.Debit, err = ingest.MoneyField(rec, "debit"); err != nil {
+		return l, err
+	}
+	if l.Credit, err = ingest.MoneyField(rec, "credit"); err != nil {
+		return l, err
+	}
+	return l, nil
+}

@@ -1,0 +1,59 @@
+package streams
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/model"
+)
+
+// Messaging is the messaging channel: four lists, whose fields the
+// reference does not show (no typed columns, no expectations: everything
+// is in payload), and a statistics snapshot. The channel's settings are
+// never read: they may hold its secrets.
+func Messaging() []ingest.Stream {
+	out := []ingest.Stream{MessagingStats()}
+	for _, l := range []struct{ stream, path string }{
+		{"messaging_conversations", "/messaging/api/conversations/"},
+		{"messaging_messages", "/messaging/api/messages/"},
+		{"messaging_templates", "/messaging/api/templates/"},
+		{"messaging_queue", "/messaging/api/queue/"},
+	} {
+		out = append(out, &ingest.List{Stream: l.stream, Path: l.path})
+	}
+	return out
+}
+
+// messagingStats appends a snapshot of the channel's statistics whenever
+// it changed.
+type messagingStats struct{ path string }
+
+// MessagingStats is the messaging statistics stream.
+func MessagingStats() ingest.Stream { return messagingStats{path: "/messaging/api/stats/"} }
+
+func (messagingStats) Name() string { return "messaging_stats" }
+
+func (s messagingStats) Sync(ctx context.Context, r *ingest.Run) error {
+	body, err := r.Client().Get(ctx, s.path, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Name(), err)
+	}
+	_, payload, err := erp.DecodeObject(erp.RouteLabel(s.path), body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Name(), err)
+	}
+	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		wrote, err := db.AppendMessagingStats(ctx, tx, r.Scope(), payload, sha256.Sum256(payload))
+		st := model.RunStats{Pages: 1, Seen: 1, Unchanged: 1}
+		if wrote {
+			st.Inserted, st.Unchanged = 1, 0
+		}
+		return st, err
+	})
+}
