@@ -18,12 +18,12 @@ type Policy struct {
 // doubled n-1 times, capped at Max, then drawn uniformly from its upper
 // half, so it is never less than half the nominal wait.
 func (p Policy) Delay(n int) time.Duration {
-	d := p.Nominal(n)
+	d := p.nominal(n)
 	return d/2 + rand.N(d/2+1)
 }
 
-// Nominal is the wait before jitter: Base << (n-1), capped at Max.
-func (p Policy) Nominal(n int) time.Duration {
+// nominal is the wait before jitter: Base << (n-1), capped at Max.
+func (p Policy) nominal(n int) time.Duration {
 	d := p.Base << min(max(n-1, 0), 30)
 	if d <= 0 || d > p.Max {
 		d = p.Max

@@ -8,8 +8,8 @@ import (
 func TestDelayDoublesIsCappedAndJittered(t *testing.T) {
 	p := Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second}
 	for n, want := range map[int]time.Duration{1: 500 * time.Millisecond, 2: time.Second, 3: 2 * time.Second, 7: 30 * time.Second, 60: 30 * time.Second} {
-		if got := p.Nominal(n); got != want {
-			t.Errorf("Nominal(%d) = %s, want %s", n, got, want)
+		if got := p.nominal(n); got != want {
+			t.Errorf("nominal(%d) = %s, want %s", n, got, want)
 		}
 		for range 200 {
 			if d := p.Delay(n); d < want/2 || d > want {
@@ -18,7 +18,7 @@ func TestDelayDoublesIsCappedAndJittered(t *testing.T) {
 		}
 	}
 	// A huge attempt count must not overflow into a short or negative wait.
-	if got := (Policy{Base: time.Hour, Max: 24 * time.Hour}).Nominal(1 << 30); got != 24*time.Hour {
-		t.Errorf("Nominal(huge) = %s, want the cap", got)
+	if got := (Policy{Base: time.Hour, Max: 24 * time.Hour}).nominal(1 << 30); got != 24*time.Hour {
+		t.Errorf("nominal(huge) = %s, want the cap", got)
 	}
 }

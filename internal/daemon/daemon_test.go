@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +28,7 @@ import (
 	promodel "github.com/prometheus/common/model"
 
 	"github.com/erpsync/erpsync/internal/config"
+	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/ingest"
@@ -34,6 +36,7 @@ import (
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 // TestMain checks, after the tests, that no goroutine was left behind.
@@ -113,17 +116,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	dbURL := testdb.New(t)
-	pcfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.ConnConfig.RuntimeParams["application_name"] = "erpsync-daemon-test"
-	pcfg.MaxConns = 3
-	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testdb.ObserverPool(t, dbURL)
 	h := &harness{t: t, dbURL: dbURL, pool: pool, logs: &logBuffer{}, prefetch: 1,
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	t.Cleanup(func() {
@@ -251,26 +244,16 @@ func (h *harness) get(path string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// waitFor polls cond until it holds; the timeout is the assertion.
+// waitFor polls cond until it holds; the timeout is the assertion. Run
+// returning meanwhile fails the test.
 func (h *harness) waitFor(timeout time.Duration, what string, cond func() (bool, error)) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			h.t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
+	testutil.Eventually(h.t, timeout, 20*time.Millisecond, what, func() (bool, error) {
 		if h.d != nil && !h.running() {
-			h.t.Fatalf("Run returned (%v) while waiting for %s", h.runErr, what)
+			return false, fmt.Errorf("Run returned (%v)", h.runErr)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return cond()
+	})
 }
 
 func (h *harness) waitReady(timeout time.Duration) {
@@ -904,6 +887,51 @@ func TestReadyzFollowsDatabase(t *testing.T) {
 
 // TestMetricsAfterSync checks /metrics after known syncs: 230 invoices in
 // 5 pages of 50 and the currency list, with the ERP rate-limiting.
+// TestFreshnessHasOneDefinition: `erpsync status`, the analysts' view
+// erp.stream_freshness and the metric tell the same time for a list
+// stream and for a snapshot stream: when their data were last complete.
+func TestFreshnessHasOneDefinition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("daemon test: skipped with -short")
+	}
+	h := newHarness(t)
+	_, simURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
+	streamNames := []string{"invoices", "balance_sheet"}
+	h.start("", 10*time.Second, source{name: "default", baseURL: simURL, streams: streamNames, schedule: "@every 1h"})
+	h.waitFor(30*time.Second, "a succeeded run of each stream", func() (bool, error) {
+		for _, s := range streamNames {
+			if rs, err := h.queryRuns("default", s); err != nil || countStatus(rs, model.StatusSucceeded) < 1 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	fams, _ := h.scrape()
+	h.stop(30 * time.Second)
+
+	status, err := db.LoadStatus(context.Background(), h.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range streamNames {
+		var view float64
+		if err := h.pool.QueryRow(context.Background(), `SELECT extract(epoch FROM last_sweep_completed_at)::float8
+			FROM erp.stream_freshness WHERE source = 'default' AND stream = $1`, s).Scan(&view); err != nil {
+			t.Fatalf("%s: erp.stream_freshness: %v", s, err)
+		}
+		metric := h.metric(fams, "erpsync_last_success_timestamp_seconds", map[string]string{"source": "default", "stream": s})
+		var fromStatus float64
+		for _, st := range status {
+			if st.Source == "default" && st.Stream == s && st.LastSuccess != nil {
+				fromStatus = float64(st.LastSuccess.UnixNano()) / 1e9
+			}
+		}
+		if math.Abs(view-metric) > 1e-3 || math.Abs(view-fromStatus) > 1e-3 {
+			t.Errorf("%s: freshness differs: view %.6f, metric %.6f, status %.6f", s, view, metric, fromStatus)
+		}
+	}
+}
+
 func TestMetricsAfterSync(t *testing.T) {
 	if testing.Short() {
 		t.Skip("daemon test: skipped with -short")

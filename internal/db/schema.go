@@ -34,7 +34,7 @@ func (e *SchemaError) Error() string {
 // the newest this binary carries. It only reads, so it works for a role
 // that may not create anything, and it never waits on a migration.
 func SchemaVersions(ctx context.Context, q Querier) (current, target int64, err error) {
-	target = TargetVersion()
+	target = targetVersion()
 	var table *string
 	if err := q.QueryRow(ctx, `SELECT to_regclass('goose_db_version')::text`).Scan(&table); err != nil {
 		return 0, target, fmt.Errorf("reading schema version: %w", Describe(err))
@@ -78,8 +78,8 @@ func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, migrate bool, log *sl
 	return nil
 }
 
-// TargetVersion is the newest migration embedded in the binary.
-func TargetVersion() int64 {
+// targetVersion is the newest migration embedded in the binary.
+func targetVersion() int64 {
 	var newest int64
 	names, _ := fs.Glob(migrations.FS, "*.sql")
 	for _, n := range names {

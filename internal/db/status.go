@@ -23,10 +23,10 @@ WITH keys AS (
     FROM erp.sync_runs ORDER BY source, stream, id DESC
 ), lasterr AS (
     SELECT DISTINCT ON (source, stream) source, stream, error
-    FROM erp.sync_runs WHERE status = 'failed' ORDER BY source, stream, id DESC
+    FROM erp.sync_runs WHERE status = $1 ORDER BY source, stream, id DESC
 )
 SELECT k.source, k.stream, coalesce(l.status, ''), l.started_at, l.finished_at,
-       coalesce(CASE WHEN l.status = 'failed' THEN l.error ELSE e.error END, ''),
+       coalesce(CASE WHEN l.status = $1 THEN l.error ELSE e.error END, ''),
        f.last_sweep_completed_at, extract(epoch FROM f.age)::float8,
        coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0),
        c.last_sweep_rows, coalesce(l.rows_seen, 0)
@@ -39,7 +39,7 @@ ORDER BY k.source, k.stream`
 
 // LoadStatus returns where every (source, stream) that ever ran stands.
 func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
-	rows, err := q.Query(ctx, statusSQL)
+	rows, err := q.Query(ctx, statusSQL, model.StatusFailed)
 	if err != nil {
 		return nil, fmt.Errorf("reading status: %w", Describe(err))
 	}

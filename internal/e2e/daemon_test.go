@@ -25,6 +25,7 @@ import (
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -52,23 +53,6 @@ func withAppName(t *testing.T, dbURL, name string) string {
 	return u.String()
 }
 
-// testPool is the test's own pool on the database.
-func testPool(t *testing.T, ctx context.Context, dbURL string) *pgxpool.Pool {
-	t.Helper()
-	pcfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.ConnConfig.RuntimeParams["application_name"] = testAppName
-	pcfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 // startDaemon starts `erpsync run`.
 func startDaemon(t *testing.T, ctx context.Context, bin string, env []string, n int) *process {
 	t.Helper()
@@ -79,25 +63,17 @@ func startDaemon(t *testing.T, ctx context.Context, bin string, env []string, n 
 // assertion. Any process in alive that exits meanwhile fails the test.
 func pollUntil(t *testing.T, ctx context.Context, timeout, interval time.Duration, what string, alive []*process, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
+	testutil.Eventually(t, timeout, interval, what, func() (bool, error) {
 		for _, p := range alive {
 			if p.exited() {
-				t.Fatalf("erpsync run #%d exited (%v) while waiting for %s", p.n, p.err, what)
+				return false, fmt.Errorf("erpsync run #%d exited (%v)", p.n, p.err)
 			}
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		if err := ctx.Err(); err != nil {
+			return false, err
 		}
-		time.Sleep(interval)
-	}
+		return cond()
+	})
 }
 
 type daemonRun struct {
@@ -218,7 +194,7 @@ func TestTwoReplicas(t *testing.T) {
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	dbURL := testdb.New(t)
-	pool := testPool(t, ctx, dbURL)
+	pool := testdb.ObserverPool(t, dbURL)
 
 	apps := []string{"erpsync-replica-1", "erpsync-replica-2"}
 	procs := make([]*process, 2)
@@ -502,7 +478,7 @@ func TestSIGTERMMidPage(t *testing.T) {
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	dbURL := testdb.New(t)
-	pool := testPool(t, ctx, dbURL)
+	pool := testdb.ObserverPool(t, dbURL)
 	addr := freeAddr(t)
 	p := startDaemon(t, ctx, bin, []string{
 		"ERPSYNC_DATABASE_URL=" + dbURL,

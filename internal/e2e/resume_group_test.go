@@ -104,7 +104,7 @@ func TestResumeAfterKillGroupCommits(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	dbURL := testdb.New(t)
-	pool := testPool(t, ctx, dbURL)
+	pool := testdb.ObserverPool(t, dbURL)
 	env := []string{
 		"ERPSYNC_DATABASE_URL=" + dbURL,
 		"ERPSYNC_ERP_BASE_URL=" + srv.URL,

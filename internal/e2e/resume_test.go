@@ -31,9 +31,6 @@ const (
 	totalPages    = totalInvoices / pageSize
 	bigTotal      = "123456789012345678.123456" // no float64 can hold it
 	invoicesPath  = "/sales/api/invoices/list/"
-	// testAppName tells the test's own Postgres sessions apart from the
-	// binary's.
-	testAppName = "erpsync-e2e-test"
 )
 
 // syncBuffer collects a child's output; it may be read (for a failure
@@ -116,20 +113,7 @@ func startErpsync(t *testing.T, ctx context.Context, bin string, env []string, n
 // test after timeout (or when ctx ends).
 func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	pollUntil(t, ctx, timeout, 2*time.Millisecond, what, nil, cond)
 }
 
 type checkpoint struct {
@@ -222,7 +206,7 @@ func TestResumeAfterKill(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	dbURL := testdb.New(t)
-	pool := testPool(t, ctx, dbURL)
+	pool := testdb.ObserverPool(t, dbURL)
 
 	env := []string{
 		"ERPSYNC_DATABASE_URL=" + dbURL,
@@ -500,7 +484,7 @@ func waitSessionsGone(t *testing.T, ctx context.Context, pool *pgxpool.Pool, tim
 	waitFor(t, ctx, timeout, "the killed process's Postgres sessions to end", func() (bool, error) {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> $1`, testAppName).Scan(&n)
+WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> $1`, testdb.AppName).Scan(&n)
 		return n == 0, err
 	})
 }

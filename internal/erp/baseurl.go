@@ -21,7 +21,7 @@ func ValidateBaseURL(raw string) error {
 	case "https":
 		return nil
 	case "http":
-		if IsLoopback(u.Hostname()) {
+		if isLoopback(u.Hostname()) {
 			return nil
 		}
 		return fmt.Errorf("%q: HTTPS is required (http:// is accepted only for loopback hosts such as 127.0.0.1 or localhost)", raw)
@@ -30,8 +30,8 @@ func ValidateBaseURL(raw string) error {
 	}
 }
 
-// IsLoopback reports whether host is localhost or a loopback IP.
-func IsLoopback(host string) bool {
+// isLoopback reports whether host is localhost or a loopback IP.
+func isLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}

@@ -34,13 +34,13 @@ func TestValidateBaseURL(t *testing.T) {
 	}
 }
 
-func TestIsLoopback(t *testing.T) {
+func TestLoopback(t *testing.T) {
 	for host, want := range map[string]bool{
 		"localhost": true, "LocalHost": true, "127.0.0.1": true, "127.255.0.9": true, "::1": true,
 		"": false, "10.0.0.1": false, "erp.example.com": false, "localhost.example.com": false, "0.0.0.0": false, "[::1]": false,
 	} {
-		if got := IsLoopback(host); got != want {
-			t.Errorf("IsLoopback(%q) = %v, want %v", host, got, want)
+		if got := isLoopback(host); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", host, got, want)
 		}
 	}
 }

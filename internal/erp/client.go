@@ -61,6 +61,9 @@ type Options struct {
 	// MaxRetryAfter bounds one 429 wait; a longer Retry-After fails the
 	// request instead of stalling a run for hours. Default 15m.
 	MaxRetryAfter time.Duration
+	// MaxResponse bounds the size of one answer, enforced while reading;
+	// default 64 MiB.
+	MaxResponse int64
 
 	HTTPClient *http.Client
 	Observer   Observer
@@ -75,6 +78,7 @@ type Options struct {
 // Hints are the names of the settings an error may point to.
 type Hints struct {
 	Credentials string // e.g. "ERPSYNC_ERP_USERNAME and ERPSYNC_ERP_PASSWORD_FILE"
+	MaxResponse string // e.g. "ERPSYNC_ERP_MAX_RESPONSE" or "sources[1].max_response"
 }
 
 // Identity is the company and branch context of the credentials.

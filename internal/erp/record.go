@@ -17,6 +17,7 @@ type Record struct {
 	src    []byte
 	fields []fieldPos
 	object bool
+	stats  ValueStats
 }
 
 // fieldPos locates a member in src: the key between its quotes and the

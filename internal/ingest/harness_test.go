@@ -15,6 +15,7 @@ import (
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 // catalog is the product's catalog, built once for the package's tests.
@@ -125,29 +126,20 @@ func (h *harness) writeStats(minInvoiceInserts int64) string {
 		FROM pg_stat_user_tables WHERE schemaname = 'erp'
 		AND relname IN ('invoices', 'currencies', 'currency_rates', 'cashboxes', 'cashbox_reconciliations')`
 	h.pool.Reset() // its backends exit and flush their counters too
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var stats string
+	testutil.Eventually(h.t, 30*time.Second, 100*time.Millisecond, "table statistics to settle", func() (bool, error) {
 		conn, err := pgx.Connect(context.Background(), h.url)
 		if err != nil {
-			h.t.Fatal(err)
+			return false, err
 		}
+		defer conn.Close(context.Background())
 		var others, inserts int64
-		var stats string
 		err = conn.QueryRow(context.Background(), `SELECT
 			(SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
 			   AND application_name = 'erpsync'),
 			(SELECT n_tup_ins FROM pg_stat_user_tables WHERE schemaname = 'erp' AND relname = 'invoices'),
 			(`+q+`)`).Scan(&others, &inserts, &stats)
-		conn.Close(context.Background())
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		if others == 0 && inserts >= minInvoiceInserts {
-			return stats
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("statistics did not settle: %d other backends, %d invoice inserts", others, inserts)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return others == 0 && inserts >= minInvoiceInserts, err
+	})
+	return stats
 }

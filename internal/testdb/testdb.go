@@ -76,6 +76,28 @@ func Pool(t testing.TB) (*pgxpool.Pool, string) {
 	return pool, u
 }
 
+// AppName is the application_name of the tests' own connections, so they
+// are never taken for erpsync's (which tests may terminate or count).
+const AppName = "erpsync-test"
+
+// ObserverPool is a test's own small pool on dbURL, for the queries that
+// check what erpsync did; closed when t ends.
+func ObserverPool(t testing.TB, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = AppName
+	cfg.MaxConns = 3
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // ensureTemplate migrates the template once; test binaries of several
 // packages run at the same time, so creation is serialised by a lock.
 func ensureTemplate(ctx context.Context, admin *pgx.Conn, tmpl string) error {
