@@ -62,7 +62,7 @@ type Options struct {
 	// request instead of stalling a run for hours. Default 15m.
 	MaxRetryAfter time.Duration
 	// MaxResponse bounds the size of one answer, enforced while reading;
-	// default 64 MiB.
+	// default DefaultMaxResponse. An answer over it is a TooLargeError.
 	MaxResponse int64
 
 	HTTPClient *http.Client
@@ -74,6 +74,15 @@ type Options struct {
 	// so that errors tell what to check.
 	Hints Hints
 }
+
+// DefaultMaxResponse is the MaxResponse of Options that leave it 0: far
+// above any page, and low enough that a runaway answer cannot take the
+// daemon's memory.
+const DefaultMaxResponse = 64 << 20
+
+// maxMaxResponse keeps the limit (plus the byte that shows it exceeded)
+// within what an int holds everywhere and the decoder accepts.
+const maxMaxResponse = maxBody - 1
 
 // Hints are the names of the settings an error may point to.
 type Hints struct {
@@ -138,6 +147,16 @@ func New(opt Options) (*Client, error) {
 	if opt.MaxRetryAfter == 0 {
 		opt.MaxRetryAfter = 15 * time.Minute
 	}
+	switch {
+	case opt.MaxResponse == 0:
+		opt.MaxResponse = DefaultMaxResponse
+	case opt.MaxResponse < 0 || opt.MaxResponse > maxMaxResponse:
+		setting := ""
+		if opt.Hints.MaxResponse != "" {
+			setting = " (" + opt.Hints.MaxResponse + ")"
+		}
+		return nil, fmt.Errorf("erp response size limit %d%s: want 1 to %d bytes", opt.MaxResponse, setting, int64(maxMaxResponse))
+	}
 	c := &Client{opt: opt, base: base, http: opt.HTTPClient, obs: opt.Observer, log: opt.Logger,
 		backoff: backoff.Policy{Base: opt.BackoffBase, Max: opt.BackoffMax}}
 	if c.http == nil {
@@ -183,6 +202,27 @@ type HTTPError struct {
 
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("%s %s: %d %s: %s", cmp.Or(e.Method, http.MethodGet), e.Route, e.Status, http.StatusText(e.Status), e.Excerpt)
+}
+
+// TooLargeError is an answer larger than Options.MaxResponse. It is final:
+// asking again would only download the same answer again.
+type TooLargeError struct {
+	Method  string // GET when empty
+	Route   string
+	Limit   int64  // bytes
+	Setting string // the setting behind the limit (Hints.MaxResponse), if known
+}
+
+func (e *TooLargeError) Error() string {
+	limit := fmt.Sprintf("%d-byte", e.Limit)
+	if e.Limit > 0 && e.Limit%(1<<20) == 0 {
+		limit = fmt.Sprintf("%d MiB", e.Limit>>20)
+	}
+	msg := fmt.Sprintf("%s %s: the answer is larger than the %s limit", cmp.Or(e.Method, http.MethodGet), e.Route, limit)
+	if e.Setting != "" {
+		msg += " (" + e.Setting + ")"
+	}
+	return msg
 }
 
 // Identity returns the company and branch context of the credentials,
@@ -243,8 +283,8 @@ func (c *Client) Get(ctx context.Context, path string, q url.Values) ([]byte, er
 }
 
 // getURL GETs target; with into, the body is read into that buffer
-// (reused across pages) instead of a new one.
-func (c *Client) getURL(ctx context.Context, route, target string, into *bytes.Buffer) ([]byte, error) {
+// (reused across pages) instead of a new one, when it fits (see readBody).
+func (c *Client) getURL(ctx context.Context, route, target string, into *[]byte) ([]byte, error) {
 	renewed := false
 	r := retrier{c: c, route: route, method: http.MethodGet}
 	for {
@@ -286,6 +326,9 @@ type retrier struct {
 // error that ends the request.
 func (r *retrier) again(ctx context.Context, status int, header http.Header, body []byte, err error) error {
 	c := r.c
+	if tl := (*TooLargeError)(nil); errors.As(err, &tl) {
+		return err
+	}
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {
@@ -326,9 +369,11 @@ func (r *retrier) again(ctx context.Context, status int, header http.Header, bod
 	}
 }
 
-// exchange sends one request and reads the whole answer. An error means
-// no complete answer arrived (connection reset, timeout, cut body).
-func (c *Client) exchange(ctx context.Context, route, method, target, auth string, body []byte, into *bytes.Buffer) (int, http.Header, []byte, error) {
+// exchange sends one request and reads the whole answer, at most
+// MaxResponse bytes of it (a TooLargeError beyond). Any other error means
+// no complete answer arrived (connection reset, timeout, cut body). into
+// is as for getURL.
+func (c *Client) exchange(ctx context.Context, route, method, target, auth string, body []byte, into *[]byte) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
 	defer cancel()
 	var rd io.Reader
@@ -353,26 +398,19 @@ func (c *Client) exchange(ctx context.Context, route, method, target, auth strin
 		c.obs.Request(route, 0, time.Since(start))
 		return 0, nil, nil, stripURL(err)
 	}
+	// Closing a body not read to its end drops the connection, so an
+	// answer refused for its size is not downloaded on.
 	defer resp.Body.Close()
-	if into == nil {
-		into = new(bytes.Buffer)
-	}
-	into.Reset()
-	if resp.ContentLength > 0 && resp.ContentLength < maxPreallocate {
-		into.Grow(int(resp.ContentLength) + bytes.MinRead)
-	}
-	_, err = into.ReadFrom(resp.Body)
-	data := into.Bytes()
+	data, err := readBody(resp.Body, resp.ContentLength, c.opt.MaxResponse, into)
 	c.obs.Request(route, resp.StatusCode, time.Since(start))
+	if errors.Is(err, errOverLimit) {
+		return 0, nil, nil, &TooLargeError{Method: method, Route: route, Limit: c.opt.MaxResponse, Setting: c.opt.Hints.MaxResponse}
+	}
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("reading %d answer: %w", resp.StatusCode, stripURL(err))
 	}
 	return resp.StatusCode, resp.Header, data, nil
 }
-
-// maxPreallocate bounds how much a Content-Length may make us allocate
-// before any byte arrived.
-const maxPreallocate = 64 << 20
 
 // stripURL drops the request URL that net/http puts in its errors: it is
 // long, and the route is already in the message around it.

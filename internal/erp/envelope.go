@@ -1,7 +1,6 @@
 package erp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,25 +32,32 @@ type Page struct {
 	// DataTables: total number of records, -1 when not given.
 	RecordsTotal int64
 
-	body   *bytes.Buffer // holds the bytes Records point into; see Release
-	fields []fieldPos    // the fields of all Parsed records
+	buf    []byte     // pooled memory answers are read into; see Release
+	pooled bool       // the page came from pagePool
+	fields []fieldPos // the fields of all Parsed records
 }
 
 // pagePool recycles pages, body and slices: without it a sweep allocates
 // (and the garbage collector sweeps) its whole volume of JSON twice over.
-var pagePool = sync.Pool{New: func() any { return &Page{body: new(bytes.Buffer)} }}
+var pagePool = sync.Pool{New: func() any { return new(Page) }}
 
 func getPage() *Page {
 	p := pagePool.Get().(*Page)
-	*p = Page{RecordsTotal: -1, Count: -1, body: p.body, Records: p.Records[:0], Parsed: p.Parsed[:0], fields: p.fields[:0]}
+	p.reset()
+	p.pooled = true
 	return p
+}
+
+// reset empties p for the next answer, keeping its memory.
+func (p *Page) reset() {
+	*p = Page{RecordsTotal: -1, Count: -1, buf: p.buf, Records: p.Records[:0], Parsed: p.Parsed[:0], fields: p.fields[:0]}
 }
 
 // Release hands the page's memory back for the next page. The page, its
 // Records and Parsed (and anything pointing into them) must not be used
 // afterwards.
 func (p *Page) Release() {
-	if p.body == nil || p.body.Cap() > maxPooledPage {
+	if !p.pooled || cap(p.buf) > maxPooledPage {
 		return
 	}
 	clear(p.Records) // drop the references into the body
@@ -82,7 +88,7 @@ func (e *EnvelopeError) Error() string {
 // caller releases the page.
 func (c *Client) fetchPage(ctx context.Context, route, target string) (*Page, error) {
 	p := getPage()
-	body, err := c.getURL(ctx, route, target, p.body)
+	body, err := c.getURL(ctx, route, target, &p.buf)
 	if err == nil {
 		err = decodePage(route, body, p)
 	}

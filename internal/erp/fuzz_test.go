@@ -35,6 +35,9 @@ func FuzzDecodePage(f *testing.F) {
 		"\xff\xfe[",
 		`{"pagination":{"has_next":"yes"},"data":[]}`,
 		`{"recordsTotal":1e3,"data":[]}`,
+		`{"ok":true,"data":[{"a":"\u0000"},{"b":"\ud800\udc00","c":-0.0012e2},{"d":"\udc00"},"\ud800x",[1E+3]]}`,
+		"[{\"\xff\":1,\"a\":[[0e-7]]},{\"a\":1,\"\\u0061\":2}]",
+		"[" + string(manyKeys(300)) + "]",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -72,7 +75,10 @@ func FuzzDecodePage(f *testing.F) {
 				t.Fatalf("record %d: parsed as object %v, ParseRecord error %v", i, got.IsObject(), err)
 			} else if err == nil && fieldsOf(got) != fieldsOf(want) {
 				t.Fatalf("record %d: page fields %q, ParseRecord fields %q", i, fieldsOf(got), fieldsOf(want))
+			} else if err == nil && got.Stats() != want.Stats() {
+				t.Fatalf("record %d: page stats %+v, ParseRecord stats %+v", i, got.Stats(), want.Stats())
 			}
+			checkStats(t, r, p.Parsed[i].Stats())
 		}
 		if p.HasNext && p.NextCursor == "" {
 			t.Fatal("HasNext without a cursor")
@@ -139,13 +145,67 @@ func FuzzParseMoney(f *testing.F) {
 // of valid JSON: the page decoder must refuse exactly what it refuses.
 func FuzzScanMatchesEncodingJSON(f *testing.F) {
 	for _, s := range []string{`{}`, `[]`, `{"a":[1,2,{"b":null}]}`, `"\u00e9"`, `1e5`, `-0.5`, `01`, `[1,]`, `{"a":1,}`,
-		`"\x"`, "\"\x01\"", `tru`, `1.`, `-`, ` [ 1 , "x" ] `, `{"a":1}x`, "\"\xff\""} {
+		`"\x"`, "\"\x01\"", `tru`, `1.`, `-`, ` [ 1 , "x" ] `, `{"a":1}x`, "\"\xff\"",
+		`"\ud800\udc00"`, `"\ud800\u"`, `"\ud800\udc0"`, `"\ud800\`, `"\u0000"`, `1E+3`, `-0.0012e2`, `1e999999999999`, `0e-7`,
+		`{"a":1,"\u0061":2}`, string(manyKeys(200)), "{\"\xc3\":[\"\xed\xa0\x80\"]}", "\"\xe6\x97\""} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got := scanValid(b) == nil
 		if want := json.Valid(b); got != want {
 			t.Fatalf("scanValid(%q) = %v, json.Valid = %v", b, got, want)
+		}
+	})
+}
+
+// FuzzValueStats holds the facts the scanner gathers about a valid value
+// to a slow reference built on encoding/json (see refStats).
+func FuzzValueStats(f *testing.F) {
+	for _, s := range []string{`{"a":"\u0000"}`, `["\ud800\udc00","\udc00","\ud800x","\ud800\ud800\udc00","\ud800\\udc00"]`,
+		`{"\udfff":[[[]]]}`, "{\"\xff\":\"\xc0\xaf\"}", "\"\xf0\x9f\x98\x80 \xf4\x90\x80\x80\"", `"\uFFFD\ud800"`,
+		`[-0.0012e2,1E+3,0e-7,1.50,0.05e3,1e131072,0e-999999,1e999999999999,-0.0]`, `{"a":[{"b":[{"c":0.001}]}]}`,
+		string(manyKeys(200))} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := scanStats(b)
+		if err != nil {
+			return
+		}
+		checkStats(t, b, got)
+	})
+}
+
+// FuzzParseRecordMatchesEncodingJSON: a record's fields are those of
+// encoding/json's map of it, keys decoded and the last of a repeated key
+// winning, each key once.
+func FuzzParseRecordMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"b":[2]}`, `{"a":1,"\u0061":2}`, `{"\u0061":1,"a":2,"\u0061":3}`,
+		"{\"\xff\":1,\"\xfe\":2,\"\\ufffd\":3}", `{"\ud800":1,"\udc00":2}`, `{"a" : 1 , "a" : { "b" : 2 } }`,
+		string(manyKeys(100)), string(manyKeys(100)[:len(manyKeys(100))-1]) + `,"k7":"x","\u006b9":"y"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseRecord(b)
+		var want map[string]json.RawMessage
+		isObject := bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("{"))
+		if wantErr := json.Unmarshal(b, &want); (err == nil) != (wantErr == nil && isObject) {
+			t.Fatalf("ParseRecord(%q) error %v, encoding/json error %v", b, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if r.Len() != len(want) {
+			t.Fatalf("ParseRecord(%q): %d fields, encoding/json %d", b, r.Len(), len(want))
+		}
+		for i := range r.Len() {
+			k, v := r.Field(i)
+			if w, ok := want[string(k)]; !ok || !bytes.Equal(v, w) {
+				t.Fatalf("ParseRecord(%q): field %q = %s, encoding/json %s (present %v)", b, k, v, w, ok)
+			}
+			if g, _ := r.Get(string(k)); !bytes.Equal(g, v) {
+				t.Fatalf("ParseRecord(%q): Get(%q) = %s, Field = %s", b, k, g, v)
+			}
 		}
 	})
 }

@@ -24,7 +24,9 @@ type Record struct {
 // value.
 type fieldPos struct {
 	k0, k1, v0, v1 int32
-	escaped        bool // the key holds escapes (rare): compare unescaped
+	// escaped: the key's value is not its bytes (rare: an escape, or
+	// bytes that are not UTF-8), so it is compared decoded.
+	escaped bool
 }
 
 // IsObject reports whether the record came from a JSON object (the zero
@@ -75,6 +77,7 @@ func ParseRecord(raw json.RawMessage) (Record, error) {
 		return Record{}, fmt.Errorf("record is a JSON %s, not an object", Kind(raw))
 	}
 	r := Record{src: raw, object: true}
+	s.mark()
 	fields, err := s.fields(make([]fieldPos, 0, 12))
 	if err == nil {
 		err = s.end()
@@ -83,6 +86,7 @@ func ParseRecord(raw json.RawMessage) (Record, error) {
 		return Record{}, fmt.Errorf("record: %w", err)
 	}
 	r.fields = fields
+	r.stats = s.stats()
 	return r, nil
 }
 

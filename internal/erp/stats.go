@@ -9,13 +9,17 @@ type ValueStats struct {
 	NULEscape     bool // a string holds the escape \u0000
 	LoneSurrogate bool // a \ud800-\udfff escape that is not a high+low pair
 	// Depth is the deepest nesting of objects and arrays; the record
-	// itself counts 1.
+	// itself counts 1 (a record that is a string or number counts 0).
 	Depth int
-	// IntDigits is the most integer digits of a nonzero JSON number, the
-	// exponent counted: 123 is 3, 1e5 is 6, 0.05e3 is 2.
+	// IntDigits is the most integer digits of the record's nonzero JSON
+	// numbers, the exponent counted (123 has 3, 1e5 6, 0.05e3 2, 0.001
+	// -2), or 0 when none has more.
 	IntDigits int
 	// FracDigits is the largest scale of a JSON number: digits after the
 	// point minus the exponent, at least 0: 1.25 is 2, 1e-5 is 5, 0e-7 is 7.
+	//
+	// Both digit counts stop at 2^31-1, so that no exponent, however
+	// long, overflows them; that is far beyond what any store accepts.
 	FracDigits int
 }
 
