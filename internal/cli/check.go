@@ -23,7 +23,7 @@ func cmdCheck(e *env) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "ok    configuration: %d source(s)\n", len(cfg.Sources))
-	log := newLogger(cfg, e.stderr)
+	log := newLogger(cfg, e.term)
 	ctx, cancel := signalContext()
 	defer cancel()
 	problems := 0
@@ -32,7 +32,7 @@ func cmdCheck(e *env) error {
 		fmt.Fprintf(e.stdout, "FAIL  %s: %v\n", what, err)
 	}
 
-	if pool, err := db.Open(ctx, cfg.DatabaseURL.Value()); err != nil {
+	if pool, err := openPool(ctx, cfg, 1); err != nil {
 		fail("database", err)
 	} else {
 		switch cur, target, err := db.SchemaVersions(ctx, pool); {

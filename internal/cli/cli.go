@@ -40,6 +40,7 @@ Usage:
   erpsync run [--no-migrate]   the daemon: schedules, /healthz /readyz /metrics, graceful shutdown
   erpsync status [--json]      checkpoints, last runs and freshness per source and stream
   erpsync check                check configuration, database, ERP login and /api/auth/me/
+  erpsync probe [STREAM...]    one small read per stream: is each usable on this installation? (--json)
   erpsync demo                 sync the built-in ERP simulator into a local database
   erpsync version              version and build information
 
@@ -55,6 +56,8 @@ type env struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	catalog *ingest.Catalog
+	// term is stderr as the log and the progress line share it.
+	term *terminal
 }
 
 // Main runs one command and returns the exit status.
@@ -68,13 +71,14 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "erpsync: %v\n", err)
 		return exitFailed
 	}
-	e := &env{args: args[1:], environ: environ, stdout: stdout, stderr: stderr, catalog: catalog}
+	e := &env{args: args[1:], environ: environ, stdout: stdout, stderr: stderr, catalog: catalog, term: newTerminal(stderr)}
 	cmds := map[string]func(*env) error{
 		"migrate":  cmdMigrate,
 		"sync":     cmdSync,
 		"run":      cmdRun,
 		"status":   cmdStatus,
 		"check":    cmdCheck,
+		"probe":    cmdProbe,
 		"demo":     cmdDemo,
 		"version":  func(e *env) error { fmt.Fprintln(e.stdout, buildinfo.String()); return nil },
 		"simulate": cmdSimulate, // hidden: the ERP simulator for docker-compose and manual tests
@@ -181,21 +185,30 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// openDB opens the pool and brings the schema up to date (or refuses to
-// work on one that is behind when auto-migrate is off).
-func openDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*pgxpool.Pool, error) {
-	if err := cfg.RequireDatabase(); err != nil {
-		return nil, err
-	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL.Value())
+// openDB opens a pool of at most maxConns connections, with erpsync's
+// session limits, and brings the schema up to date (or refuses to work on
+// one that is behind when auto-migrate is off).
+func openDB(ctx context.Context, cfg config.Config, maxConns int, log *slog.Logger) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, cfg, maxConns)
 	if err != nil {
 		return nil, err
 	}
-	if err := db.EnsureSchema(ctx, pool, cfg.AutoMigrate, log); err != nil {
+	if err := db.EnsureSchema(ctx, pool, cfg.AutoMigrate, cfg.MigrateDatabaseURL.Value(), log); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	return pool, nil
+}
+
+// openPool opens a pool of at most maxConns connections with erpsync's
+// session limits.
+func openPool(ctx context.Context, cfg config.Config, maxConns int) (*pgxpool.Pool, error) {
+	if err := cfg.RequireDatabase(); err != nil {
+		return nil, err
+	}
+	d := cfg.Database
+	return db.Open(ctx, cfg.DatabaseURL.Value(), db.WithMaxConns(maxConns),
+		db.WithLimits(d.LockTimeout, d.StatementTimeout, d.IdleInTxTimeout))
 }
 
 // newClient builds the ERP client of a source; tweak adjusts the options
@@ -212,12 +225,19 @@ func newClient(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...f
 		Timeout:      src.Timeout,
 		Observer:     obs,
 		Logger:       log.With("source", src.Name),
-		Hints:        erp.Hints{Credentials: src.CredentialKeys()},
+		MaxResponse:  src.MaxResponse,
+		Hints:        erp.Hints{Credentials: src.CredentialKeys(), MaxResponse: src.Keys.MaxResponse},
 	}
 	for _, t := range tweak {
 		t(&opt)
 	}
 	return erp.New(opt)
+}
+
+// target is a source as its runs see it.
+func target(src config.Source, client *erp.Client) ingest.Target {
+	return ingest.Target{Source: src.Name, Client: client, PageSize: src.PageSize,
+		Prefixes: map[string]string{"messaging": src.MessagingPrefix}}
 }
 
 // streamsFor resolves the streams to run for a source: the named ones, or

@@ -3,13 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http/httptest"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/testdb"
 	"github.com/erpsync/erpsync/migrations"
 )
@@ -164,7 +163,7 @@ WHERE table_schema = 'erp' AND table_type = 'BASE TABLE' ORDER BY table_name`)
 		// The columns the brief names, checked directly...
 		for _, q := range []string{
 			`SELECT count(*) FROM erp.sync_runs WHERE strpos(coalesce(error, ''), $1) > 0 OR strpos(coalesce(note, ''), $1) > 0`,
-			`SELECT count(*) FROM erp.rejected_records WHERE strpos(reason, $1) > 0 OR strpos(record, $1) > 0 OR strpos(coalesce(record_id, ''), $1) > 0`,
+			`SELECT count(*) FROM erp.rejected_records WHERE strpos(reason, $1) > 0 OR position(convert_to($1, 'UTF8') in record) > 0 OR strpos(coalesce(record_id, ''), $1) > 0`,
 			`SELECT count(*) FROM erp.schema_drift WHERE strpos(field || detail || coalesce(example, ''), $1) > 0`,
 		} {
 			var n int64
@@ -490,7 +489,7 @@ func TestVersion(t *testing.T) {
 // then again: both exit 0 and the second applies nothing.
 func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
-	dbURL := emptyDatabase(t)
+	dbURL := testdb.Empty(t)
 	sqlFiles, err := fs.Glob(migrations.FS, "*.sql")
 	if err != nil || len(sqlFiles) == 0 {
 		t.Fatalf("no embedded migrations (%v)", err)
@@ -517,36 +516,23 @@ func TestMigrateTwice(t *testing.T) {
 	}
 }
 
-// emptyDatabase creates a database with no schema at all (testdb's are
-// migrated already), dropped when t ends.
-func emptyDatabase(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, testdb.AdminURL())
-	if err != nil {
-		t.Skipf("no Postgres for tests: %v", err)
+// On a terminal, a log line first clears the live progress line: one
+// stream's progress never runs into the next line.
+func TestProgressLineClearedBeforeLog(t *testing.T) {
+	var out bytes.Buffer
+	term := &terminal{w: &out, tty: true}
+	progress := progressPrinter(term, "default", "invoices")
+	progress(model.RunStats{Pages: 100, Seen: 20000})
+	log := slog.New(slog.NewTextHandler(term, nil))
+	log.Info("sync finished")
+	got := out.String()
+	i, j := strings.Index(got, "20000 rows"), strings.Index(got, "msg=\"sync finished\"")
+	if i < 0 || j < 0 || !strings.Contains(got[i:j], "\r\033[K") {
+		t.Errorf("the progress line is not cleared before the log line: %q", got)
 	}
-	defer admin.Close(ctx)
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := "erpsync_t_empty_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("creating %s: %v", name, err)
+	// Off a terminal there is no progress line at all.
+	out.Reset()
+	if p := progressPrinter(&terminal{w: &out}, "default", "invoices"); p != nil {
+		t.Error("a progress printer off a terminal")
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, testdb.AdminURL()); err == nil {
-			c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			c.Close(ctx)
-		}
-	})
-	// Same server and credentials as the admin URL, other database.
-	u, err := url.Parse(testdb.AdminURL())
-	if err != nil {
-		t.Fatalf("admin URL: %v", err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }

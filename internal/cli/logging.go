@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -28,6 +29,54 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 }
 
 func isTerminal(w io.Writer) bool {
+	if t, ok := w.(*terminal); ok {
+		return t.tty
+	}
 	f, ok := w.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// terminal is stderr shared by the log and the live progress line. On a
+// terminal a log line first clears the progress line, so the two never
+// run together on one line.
+type terminal struct {
+	mu    sync.Mutex
+	w     io.Writer
+	tty   bool
+	shown bool // a progress line is on screen
+}
+
+func newTerminal(w io.Writer) *terminal { return &terminal{w: w, tty: isTerminal(w)} }
+
+func (t *terminal) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clearLocked()
+	return t.w.Write(p)
+}
+
+// progress replaces the progress line (terminals only).
+func (t *terminal) progress(line string) {
+	if !t.tty {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clearLocked()
+	io.WriteString(t.w, line)
+	t.shown = true
+}
+
+// clear removes the progress line, if one is shown.
+func (t *terminal) clear() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clearLocked()
+}
+
+func (t *terminal) clearLocked() {
+	if t.shown {
+		io.WriteString(t.w, "\r\033[K")
+		t.shown = false
+	}
 }

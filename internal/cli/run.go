@@ -3,9 +3,10 @@ package cli
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/erpsync/erpsync/internal/daemon"
-	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/metrics"
 )
 
@@ -29,15 +30,15 @@ func cmdRun(e *env) error {
 	if *noMigrate {
 		cfg.AutoMigrate = false
 	}
-	log := newLogger(cfg, e.stderr)
+	log := newLogger(cfg, e.term)
 	m := metrics.New()
-	clients := map[string]*erp.Client{}
+	targets := map[string]ingest.Target{}
 	for _, src := range cfg.Sources {
 		c, err := newClient(src, log, m.ERP(src.Name))
 		if err != nil {
 			return err
 		}
-		clients[src.Name] = c
+		targets[src.Name] = target(src, c)
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -45,6 +46,7 @@ func cmdRun(e *env) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	d := &daemon.Daemon{Cfg: cfg, Catalog: e.catalog, Log: log, Metrics: m, Clients: clients, Prefetch: *prefetch}
+	d := &daemon.Daemon{Cfg: cfg, Catalog: e.catalog, Log: log, Metrics: m, Targets: targets, Prefetch: *prefetch,
+		StartSpread: 30 * time.Second}
 	return d.Run(ctx, ln)
 }

@@ -21,12 +21,9 @@ func cmdStatus(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := cfg.RequireDatabase(); err != nil {
-		return err
-	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	pool, err := db.Open(ctx, cfg.DatabaseURL.Value())
+	pool, err := openPool(ctx, cfg, 1)
 	if err != nil {
 		return err
 	}

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"runtime/pprof"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
@@ -27,13 +24,14 @@ func cmdMigrate(e *env) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, e.stderr)
+	log := newLogger(cfg, e.term)
 	ctx, cancel := signalContext()
 	defer cancel()
-	if err := cfg.RequireDatabase(); err != nil {
-		return err
+	// Migrations run as the schema's owner when a separate URL names it.
+	if cfg.MigrateDatabaseURL != "" {
+		cfg.DatabaseURL = cfg.MigrateDatabaseURL
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL.Value())
+	pool, err := openPool(ctx, cfg, 2)
 	if err != nil {
 		return err
 	}
@@ -50,6 +48,7 @@ func cmdSync(e *env) error {
 	fs, cfgFile := e.flags("sync")
 	prefetch := fs.Int("prefetch", 1, "pages fetched ahead of the page being written (0: none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sync to `file` (performance work)")
+	confirm := fs.Bool("confirm-deletions", false, "mark deleted what the deletion guard holds: you confirm the rows are gone at the ERP")
 	if err := e.parse(fs); err != nil {
 		return err
 	}
@@ -73,52 +72,62 @@ func cmdSync(e *env) error {
 			return err
 		}
 	}
-	log := newLogger(cfg, e.stderr)
-	ctx, stop, cancel := gracefulContext(cfg.ShutdownGrace, log)
+	log := newLogger(cfg, e.term)
+	ctx, stop, cancel := gracefulContext(cfg.Shutdown.Grace, log)
 	defer cancel()
-	pool, err := openDB(ctx, cfg, log)
+	// Streams run one after the other: one connection for the run, one
+	// to record its outcome if the first is lost.
+	pool, err := openDB(ctx, cfg, 2, log)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	return e.syncOnce(ctx, stop, pool, cfg, e.positional(), *prefetch, log)
+	runner := &ingest.Runner{Pool: pool, Log: log, Prefetch: *prefetch, ConfirmDeletions: *confirm}
+	return e.syncOnce(ctx, stop, runner, cfg, e.positional())
 }
 
 // syncOnce runs the named (or enabled) streams of every source one after
 // the other; a failing stream does not stop the others.
-func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, pool *pgxpool.Pool, cfg config.Config, names []string, prefetch int, log *slog.Logger) error {
-	term := e.stderr
-	runner := &ingest.Runner{Pool: pool, Log: log, Prefetch: prefetch}
-	failed := 0
+func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, runner *ingest.Runner, cfg config.Config, names []string) error {
+	term, log := e.term, runner.Log
+	failed, skipped := 0, 0
 	for _, src := range cfg.Sources {
 		streams, err := e.streamsFor(src, names)
 		if err != nil {
 			return err
+		}
+		if stopRequested(stop) {
+			skipped += len(streams)
+			continue
 		}
 		client, err := newClient(src, log, nil)
 		if err != nil {
 			return err
 		}
 		for _, s := range streams {
-			res := runner.Run(ctx, stop, ingest.Target{Source: src.Name, Client: client, PageSize: src.PageSize}, s, progressPrinter(term, src.Name, s.Name()))
-			if isTerminal(term) {
-				fmt.Fprint(term, "\r\033[K")
+			// A stop ends the run in flight after its commit, and starts
+			// nothing more: no lock taken, no run recorded, no login.
+			if stopRequested(stop) {
+				skipped++
+				continue
 			}
+			res := runner.Run(ctx, stop, target(src, client), s, progressPrinter(term, src.Name, s.Name()))
+			term.clear()
 			switch {
 			case errors.Is(res.Err, ingest.ErrBusy):
 				fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Name())
 			case res.Err != nil && res.Status != model.StatusCancelled:
 				failed++
 			}
-			if res.Status == model.StatusCancelled {
-				break
-			}
 		}
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Shutdown.Revoke)
 		if err := client.Close(rctx); err != nil {
 			log.Warn("could not revoke the ERP token", "source", src.Name, "err", err)
 		}
 		rcancel()
+	}
+	if skipped > 0 {
+		log.Info("stopped: streams not started", "streams", skipped)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d stream run(s) failed; see the log above and `erpsync status`", failed)
@@ -126,16 +135,25 @@ func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, pool *pgxpool.
 	return nil
 }
 
+func stopRequested(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // progressPrinter shows live progress on a terminal and nothing otherwise
 // (the runner logs one summary line per stream either way).
-func progressPrinter(w io.Writer, source, stream string) func(model.RunStats) {
-	if !isTerminal(w) {
+func progressPrinter(term *terminal, source, stream string) func(model.RunStats) {
+	if !term.tty {
 		return nil
 	}
 	start := time.Now()
 	return func(s model.RunStats) {
 		rowsPerSec := float64(s.Seen) / max(time.Since(start).Seconds(), 0.001)
-		fmt.Fprintf(w, "\r\033[K%s/%s: %d pages, %d rows, %.0f rows/s", source, stream, s.Pages, s.Seen, rowsPerSec)
+		term.progress(fmt.Sprintf("%s/%s: %d pages, %d rows, %.0f rows/s", source, stream, s.Pages, s.Seen, rowsPerSec))
 	}
 }
 

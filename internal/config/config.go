@@ -64,13 +64,58 @@ func (s Secret) Value() string { return string(s) }
 
 // Config is the whole, validated configuration.
 type Config struct {
-	DatabaseURL   Secret
-	LogFormat     string // text | json
-	LogLevel      string // debug | info | warn | error
-	HTTPAddr      string
-	ShutdownGrace time.Duration
-	AutoMigrate   bool
-	Sources       []Source
+	DatabaseURL Secret
+	// MigrateDatabaseURL, when set, is the role migrations run as (the
+	// schema's owner); DatabaseURL then needs no right but DML.
+	MigrateDatabaseURL Secret
+	Database           Database
+	LogFormat          string // text | json
+	LogLevel           string // debug | info | warn | error
+	HTTPAddr           string
+	Shutdown           Shutdown
+	AutoMigrate        bool
+	// MaxConcurrentRuns bounds the runs one process has going at once;
+	// each holds one database connection.
+	MaxConcurrentRuns int
+	// Retention is how long run records and rejected records are kept.
+	Retention time.Duration
+	Sources   []Source
+}
+
+// Database are the limits erpsync sets on its own Postgres sessions, so a
+// lock another session holds or a statement gone wrong fails a run
+// instead of hanging it.
+type Database struct {
+	LockTimeout      time.Duration
+	StatementTimeout time.Duration
+	IdleInTxTimeout  time.Duration
+}
+
+// Shutdown is how a stop is spent. It is derived from one bound, Timeout,
+// so that the whole fits the stop timeout of the service manager (30 s in
+// the systemd unit and the Kubernetes example): runs get Grace to commit
+// what they are writing, then are aborted and get Abort to end; tokens
+// are revoked within Revoke; the endpoints drain within HTTP.
+type Shutdown struct {
+	Timeout, Grace, Abort, Revoke, HTTP time.Duration
+}
+
+// The fixed phases of a stop; Grace gets the rest of the timeout.
+const (
+	shutdownAbort  = 3 * time.Second
+	shutdownRevoke = 3 * time.Second
+	shutdownHTTP   = 2 * time.Second
+)
+
+// ShutdownWithin spends timeout: the fixed phases, and the rest as grace.
+func ShutdownWithin(timeout time.Duration) Shutdown {
+	return Shutdown{Timeout: timeout, Grace: timeout - shutdownAbort - shutdownRevoke - shutdownHTTP,
+		Abort: shutdownAbort, Revoke: shutdownRevoke, HTTP: shutdownHTTP}
+}
+
+// ShutdownWithGrace is the stop that gives runs grace to commit.
+func ShutdownWithGrace(grace time.Duration) Shutdown {
+	return ShutdownWithin(grace + shutdownAbort + shutdownRevoke + shutdownHTTP)
 }
 
 // Source is one ERP installation.
@@ -85,7 +130,12 @@ type Source struct {
 	ClientSecret Secret
 	PageSize     int
 	Timeout      time.Duration // per HTTP request
-	Streams      []StreamConfig
+	// MaxResponse bounds one ERP answer, in bytes.
+	MaxResponse int64
+	// MessagingPrefix is where the installation serves its messaging
+	// channel ("/messaging" unless it says otherwise).
+	MessagingPrefix string
+	Streams         []StreamConfig
 	// Keys names the settings the credentials came from, for messages
 	// that tell the operator what to check.
 	Keys SourceKeys
@@ -95,6 +145,7 @@ type Source struct {
 // variable or a key of the config file), of a source's credentials.
 type SourceKeys struct {
 	Username, Password, ClientID, ClientSecret string
+	MaxResponse                                string
 }
 
 // CredentialKeys says which settings hold the source's credentials.
@@ -122,15 +173,22 @@ func (s Source) Stream(name string) (StreamConfig, bool) {
 
 // file is the YAML shape (configs/erpsync.example.yaml documents it).
 type file struct {
-	DatabaseURL   string       `yaml:"database_url"`
-	LogFormat     string       `yaml:"log_format"`
-	LogLevel      string       `yaml:"log_level"`
-	HTTPAddr      string       `yaml:"http_addr"`
-	Schedule      string       `yaml:"schedule"`
-	ShutdownGrace string       `yaml:"shutdown_grace"`
-	AutoMigrate   *bool        `yaml:"auto_migrate"`
-	Streams       []string     `yaml:"streams"`
-	Sources       []fileSource `yaml:"sources"`
+	DatabaseURL        string       `yaml:"database_url"`
+	MigrateDatabaseURL string       `yaml:"migrate_database_url"`
+	DBLockTimeout      string       `yaml:"db_lock_timeout"`
+	DBStatementTimeout string       `yaml:"db_statement_timeout"`
+	DBIdleInTxTimeout  string       `yaml:"db_idle_in_transaction_timeout"`
+	MaxConcurrentRuns  int          `yaml:"max_concurrent_runs"`
+	Retention          string       `yaml:"retention"`
+	LogFormat          string       `yaml:"log_format"`
+	LogLevel           string       `yaml:"log_level"`
+	HTTPAddr           string       `yaml:"http_addr"`
+	Schedule           string       `yaml:"schedule"`
+	ShutdownTimeout    string       `yaml:"shutdown_timeout"`
+	ShutdownGrace      string       `yaml:"shutdown_grace"`
+	AutoMigrate        *bool        `yaml:"auto_migrate"`
+	Streams            []string     `yaml:"streams"`
+	Sources            []fileSource `yaml:"sources"`
 }
 
 type fileSource struct {
@@ -146,6 +204,8 @@ type fileSource struct {
 	ClientSecretEnv  string                `yaml:"client_secret_env"`
 	PageSize         int                   `yaml:"page_size"`
 	Timeout          string                `yaml:"timeout"`
+	MaxResponse      string                `yaml:"max_response"`
+	MessagingPrefix  string                `yaml:"messaging_prefix"`
 	Streams          map[string]fileStream `yaml:"streams"`
 }
 
@@ -196,11 +256,23 @@ func Load(environ []string, opts Options) (Config, error) {
 	if _, _, err := net.SplitHostPort(cfg.HTTPAddr); err != nil {
 		return Config{}, errf("ERPSYNC_HTTP_ADDR: %q is not host:port", cfg.HTTPAddr)
 	}
-	grace, err := parseDuration("ERPSYNC_SHUTDOWN_GRACE", cmp.Or(env["ERPSYNC_SHUTDOWN_GRACE"], f.ShutdownGrace, "20s"))
-	if err != nil {
+	var err error
+	if cfg.Shutdown, err = shutdown(env, f); err != nil {
 		return Config{}, err
 	}
-	cfg.ShutdownGrace = grace
+	if cfg.Database, err = database(env, f); err != nil {
+		return Config{}, err
+	}
+	cfg.MigrateDatabaseURL = Secret(cmp.Or(env["ERPSYNC_MIGRATE_DATABASE_URL"], f.MigrateDatabaseURL))
+	if cfg.MaxConcurrentRuns, err = positiveInt("ERPSYNC_MAX_CONCURRENT_RUNS", env["ERPSYNC_MAX_CONCURRENT_RUNS"], f.MaxConcurrentRuns, 8, 1000); err != nil {
+		return Config{}, err
+	}
+	if cfg.Retention, err = parseDuration("ERPSYNC_RETENTION", cmp.Or(env["ERPSYNC_RETENTION"], f.Retention, "90d")); err != nil {
+		return Config{}, err
+	}
+	if cfg.Retention < 24*time.Hour {
+		return Config{}, errf("ERPSYNC_RETENTION (retention): %s is less than a day", cfg.Retention)
+	}
 	if f.AutoMigrate != nil {
 		cfg.AutoMigrate = *f.AutoMigrate
 	}
@@ -293,25 +365,31 @@ func buildSources(env map[string]string, f file, enabled []string, defaultSchedu
 		if out[i].Timeout == 0 {
 			out[i].Timeout = 60 * time.Second
 		}
+		if out[i].MaxResponse == 0 {
+			out[i].MaxResponse = DefaultMaxResponse
+		}
+		out[i].MessagingPrefix = cmp.Or(out[i].MessagingPrefix, "/messaging")
 	}
 	return out, nil
 }
 
 func fileSourceToSource(where string, fs fileSource, env map[string]string, enabled []string, defaultSchedule string) (Source, error) {
 	src := Source{
-		Name:         fs.Name,
-		BaseURL:      fs.BaseURL,
-		Auth:         fs.Auth,
-		Username:     fs.Username,
-		PluginScheme: fs.PluginScheme,
-		ClientID:     fs.ClientID,
-		PageSize:     fs.PageSize,
+		Name:            fs.Name,
+		BaseURL:         fs.BaseURL,
+		Auth:            fs.Auth,
+		Username:        fs.Username,
+		PluginScheme:    fs.PluginScheme,
+		ClientID:        fs.ClientID,
+		PageSize:        fs.PageSize,
+		MessagingPrefix: fs.MessagingPrefix,
 	}
 	src.Keys = SourceKeys{
 		Username:     where + ".username",
 		Password:     secretOrigin(where+".password_env", fs.PasswordEnv, where+".password_file"),
 		ClientID:     where + ".client_id",
 		ClientSecret: secretOrigin(where+".client_secret_env", fs.ClientSecretEnv, where+".client_secret_file"),
+		MaxResponse:  where + ".max_response",
 	}
 	var err error
 	if src.Password, err = secretFrom(where+".password_env", where+".password_file", env, fs.PasswordEnv, fs.PasswordFile); err != nil {
@@ -322,6 +400,11 @@ func fileSourceToSource(where string, fs fileSource, env map[string]string, enab
 	}
 	if fs.Timeout != "" {
 		if src.Timeout, err = parseDuration(where+".timeout", fs.Timeout); err != nil {
+			return Source{}, err
+		}
+	}
+	if fs.MaxResponse != "" {
+		if src.MaxResponse, err = parseSize(where+".max_response", fs.MaxResponse); err != nil {
 			return Source{}, err
 		}
 	}
@@ -387,6 +470,17 @@ func applyEnv(src Source, env map[string]string) (Source, error) {
 		}
 		src.Timeout = d
 	}
+	if v := env["ERPSYNC_ERP_MAX_RESPONSE"]; v != "" || src.Keys.MaxResponse == "" {
+		src.Keys.MaxResponse = "ERPSYNC_ERP_MAX_RESPONSE"
+		if v != "" {
+			n, err := parseSize("ERPSYNC_ERP_MAX_RESPONSE", v)
+			if err != nil {
+				return Source{}, err
+			}
+			src.MaxResponse = n
+		}
+	}
+	src.MessagingPrefix = cmp.Or(env["ERPSYNC_ERP_MESSAGING_PREFIX"], src.MessagingPrefix)
 	pw, err := secretFrom("ERPSYNC_ERP_PASSWORD", "ERPSYNC_ERP_PASSWORD_FILE", env, "ERPSYNC_ERP_PASSWORD", env["ERPSYNC_ERP_PASSWORD_FILE"])
 	if err != nil {
 		return Source{}, err
@@ -482,6 +576,9 @@ func validateSource(s Source, opts Options) error {
 	if s.PageSize < 1 || s.PageSize > 10000 {
 		return errf("%s: ERPSYNC_ERP_PAGE_SIZE (page_size): %d is not between 1 and 10000", where, s.PageSize)
 	}
+	if p := s.MessagingPrefix; !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") && p != "/" || strings.ContainsAny(p, "?#") {
+		return errf("%s: ERPSYNC_ERP_MESSAGING_PREFIX (messaging_prefix): %q must be a path such as /messaging", where, p)
+	}
 	if s.Timeout <= 0 {
 		return errf("%s: ERPSYNC_ERP_TIMEOUT (timeout) must be positive", where)
 	}
@@ -507,12 +604,133 @@ func ParseSchedule(spec string) (cron.Schedule, error) {
 	return cron.ParseStandard(spec)
 }
 
+// DefaultMaxResponse is the size bound of one ERP answer unless
+// configured: far above any page erpsync asks for, far below what would
+// endanger a small container.
+const DefaultMaxResponse = 64 << 20
+
+// parseSize reads a byte size: a plain number of bytes, or one with a
+// unit (KiB, MiB, GiB, or KB, MB, GB in powers of 1000).
+func parseSize(key, v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}, {"", 1}}
+	for _, u := range units {
+		num, ok := strings.CutSuffix(v, u.suffix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+		if err != nil || n < 1 || n > (1<<40)/u.mult {
+			break
+		}
+		if n*u.mult < 64<<10 {
+			return 0, errf("%s: %q is too small (at least 64KiB)", key, v)
+		}
+		return n * u.mult, nil
+	}
+	return 0, errf("%s: %q is not a size such as 64MiB", key, v)
+}
+
+// parseDuration reads a Go duration (20s, 5m, 2h30m) or a number of days
+// (90d).
 func parseDuration(key, v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(strings.TrimSpace(v), "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n < 100000 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, errf("%s: %q is not a duration such as 20s or 5m", key, v)
+		return 0, errf("%s: %q is not a duration such as 20s, 5m or 90d", key, v)
 	}
 	return d, nil
+}
+
+// shutdown derives the phases of a stop from ERPSYNC_SHUTDOWN_TIMEOUT, or
+// from ERPSYNC_SHUTDOWN_GRACE when only that is set.
+func shutdown(env map[string]string, f file) (Shutdown, error) {
+	timeoutText := cmp.Or(env["ERPSYNC_SHUTDOWN_TIMEOUT"], f.ShutdownTimeout)
+	graceText := cmp.Or(env["ERPSYNC_SHUTDOWN_GRACE"], f.ShutdownGrace)
+	min := ShutdownWithGrace(time.Second).Timeout
+	switch {
+	case timeoutText != "":
+		t, err := parseDuration("ERPSYNC_SHUTDOWN_TIMEOUT", timeoutText)
+		if err != nil {
+			return Shutdown{}, err
+		}
+		if t < min {
+			return Shutdown{}, errf("ERPSYNC_SHUTDOWN_TIMEOUT (shutdown_timeout): %s is less than %s", t, min)
+		}
+		s := ShutdownWithin(t)
+		if graceText != "" {
+			g, err := parseDuration("ERPSYNC_SHUTDOWN_GRACE", graceText)
+			if err != nil {
+				return Shutdown{}, err
+			}
+			if g > s.Grace {
+				return Shutdown{}, errf("ERPSYNC_SHUTDOWN_GRACE (shutdown_grace): %s does not fit ERPSYNC_SHUTDOWN_TIMEOUT %s (at most %s)", g, t, s.Grace)
+			}
+			s.Grace = g
+		}
+		return s, nil
+	case graceText != "":
+		g, err := parseDuration("ERPSYNC_SHUTDOWN_GRACE", graceText)
+		if err != nil {
+			return Shutdown{}, err
+		}
+		return ShutdownWithGrace(g), nil
+	}
+	return ShutdownWithin(DefaultShutdownTimeout), nil
+}
+
+// DefaultShutdownTimeout leaves 5 s of margin under the 30 s stop timeout
+// of systemd's default and of Kubernetes' terminationGracePeriodSeconds.
+const DefaultShutdownTimeout = 25 * time.Second
+
+// database reads the limits of erpsync's Postgres sessions. The defaults
+// follow from what erpsync's statements cost: a page (or a group of
+// pages, at most 10,000 rows) commits in well under a second, and the
+// largest statement, marking a sweep's deletions over a million rows,
+// takes seconds. Waiting 15 s on a lock is already a problem to report.
+func database(env map[string]string, f file) (Database, error) {
+	var d Database
+	var err error
+	if d.LockTimeout, err = parseDuration("ERPSYNC_DB_LOCK_TIMEOUT", cmp.Or(env["ERPSYNC_DB_LOCK_TIMEOUT"], f.DBLockTimeout, "15s")); err != nil {
+		return d, err
+	}
+	if d.StatementTimeout, err = parseDuration("ERPSYNC_DB_STATEMENT_TIMEOUT", cmp.Or(env["ERPSYNC_DB_STATEMENT_TIMEOUT"], f.DBStatementTimeout, "5m")); err != nil {
+		return d, err
+	}
+	if d.IdleInTxTimeout, err = parseDuration("ERPSYNC_DB_IDLE_IN_TRANSACTION_TIMEOUT", cmp.Or(env["ERPSYNC_DB_IDLE_IN_TRANSACTION_TIMEOUT"], f.DBIdleInTxTimeout, "1m")); err != nil {
+		return d, err
+	}
+	for key, v := range map[string]time.Duration{"ERPSYNC_DB_LOCK_TIMEOUT": d.LockTimeout, "ERPSYNC_DB_STATEMENT_TIMEOUT": d.StatementTimeout,
+		"ERPSYNC_DB_IDLE_IN_TRANSACTION_TIMEOUT": d.IdleInTxTimeout} {
+		if v < time.Second {
+			return d, errf("%s: %s is less than a second (0 would mean no limit, which erpsync does not allow)", key, v)
+		}
+	}
+	return d, nil
+}
+
+// positiveInt reads an integer setting between 1 and max, from the
+// environment, else the file, else def.
+func positiveInt(key, envValue string, fileValue, def, max int) (int, error) {
+	n := cmp.Or(fileValue, def)
+	if envValue != "" {
+		v, err := strconv.Atoi(strings.TrimSpace(envValue))
+		if err != nil {
+			return 0, errf("%s: %q is not a number", key, envValue)
+		}
+		n = v
+	}
+	if n < 1 || n > max {
+		return 0, errf("%s: %d is not between 1 and %d", key, n, max)
+	}
+	return n, nil
 }
 
 func splitList(v string) []string {

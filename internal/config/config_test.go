@@ -82,7 +82,7 @@ func streamsOf(s Source) string {
 
 func TestLoadEnvOnlyDefaults(t *testing.T) {
 	cfg := mustLoad(t, baseEnv(), Options{NeedERP: true})
-	if cfg.LogFormat != "text" || cfg.LogLevel != "info" || cfg.HTTPAddr != ":8080" || cfg.ShutdownGrace != 20*time.Second || !cfg.AutoMigrate {
+	if cfg.LogFormat != "text" || cfg.LogLevel != "info" || cfg.HTTPAddr != ":8080" || cfg.Shutdown.Grace != 17*time.Second || cfg.Shutdown.Timeout != 25*time.Second || !cfg.AutoMigrate {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	if cfg.DatabaseURL != "" {
@@ -260,7 +260,7 @@ sources:
 	cfg := mustLoad(t, []string{"BRANCH2_SECRET=" + testSecret}, Options{ConfigFile: path, NeedERP: true, KnownStreams: known})
 
 	if cfg.DatabaseURL.Value() != "postgres://file/db" || cfg.LogFormat != "json" || cfg.LogLevel != "debug" ||
-		cfg.HTTPAddr != "127.0.0.1:9090" || cfg.ShutdownGrace != 45*time.Second || cfg.AutoMigrate {
+		cfg.HTTPAddr != "127.0.0.1:9090" || cfg.Shutdown.Grace != 45*time.Second || cfg.AutoMigrate {
 		t.Errorf("globals = %+v", cfg)
 	}
 	if len(cfg.Sources) != 2 {
@@ -514,7 +514,7 @@ func TestLoadEnvValues(t *testing.T) {
 		"ERPSYNC_ERP_TIMEOUT=15s",
 	), Options{})
 	s := cfg.Sources[0]
-	if cfg.LogFormat != "json" || cfg.LogLevel != "error" || cfg.HTTPAddr != "127.0.0.1:9100" || cfg.ShutdownGrace != 90*time.Second || s.PageSize != 250 || s.Timeout != 15*time.Second {
+	if cfg.LogFormat != "json" || cfg.LogLevel != "error" || cfg.HTTPAddr != "127.0.0.1:9100" || cfg.Shutdown.Grace != 90*time.Second || s.PageSize != 250 || s.Timeout != 15*time.Second {
 		t.Errorf("cfg = %+v", cfg)
 	}
 	for v, want := range map[string]bool{"true": true, "1": true, "YES": true, "false": false, "0": false, "No": false, "": true} {
@@ -670,4 +670,57 @@ func TestSecretNeverMarshalled(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Settings of real installations: the answer size cap and the messaging
+// prefix, from the environment or per source in the file.
+func TestInstallationSettings(t *testing.T) {
+	cfg := mustLoad(t, baseEnv(), Options{})
+	if s := cfg.Sources[0]; s.MaxResponse != 64<<20 || s.MessagingPrefix != "/messaging" || s.Keys.MaxResponse != "ERPSYNC_ERP_MAX_RESPONSE" {
+		t.Errorf("defaults: max %d, prefix %q, key %q", s.MaxResponse, s.MessagingPrefix, s.Keys.MaxResponse)
+	}
+	for in, want := range map[string]int64{"128MiB": 128 << 20, "100MB": 100e6, "1GiB": 1 << 30, "1048576": 1 << 20, "512KiB": 512 << 10} {
+		cfg := mustLoad(t, baseEnv("ERPSYNC_ERP_MAX_RESPONSE="+in, "ERPSYNC_ERP_MESSAGING_PREFIX=/chat"), Options{})
+		if s := cfg.Sources[0]; s.MaxResponse != want || s.MessagingPrefix != "/chat" {
+			t.Errorf("%s: max %d prefix %q, want %d /chat", in, s.MaxResponse, s.MessagingPrefix, want)
+		}
+	}
+	for _, bad := range []string{"lots", "-1MiB", "10KiB", "64 MiB x"} {
+		_, err := Load(baseEnv("ERPSYNC_ERP_MAX_RESPONSE="+bad), Options{})
+		wantConfigError(t, err, "ERPSYNC_ERP_MAX_RESPONSE")
+	}
+	for _, bad := range []string{"messaging", "/messaging/", "/m?x"} {
+		_, err := Load(baseEnv("ERPSYNC_ERP_MESSAGING_PREFIX="+bad), Options{})
+		wantConfigError(t, err, "ERPSYNC_ERP_MESSAGING_PREFIX", "messaging_prefix")
+	}
+	file := writeFile(t, "erpsync.yaml", `
+sources:
+  - name: a
+    base_url: https://a.example.com
+    username: u
+    password_env: A_PASSWORD
+    max_response: 8MiB
+    messaging_prefix: /chat
+  - name: b
+    base_url: https://b.example.com
+    username: u
+    password_file: `+writeFile(t, "pw", "secret\n")+`
+`)
+	cfg = mustLoad(t, []string{"ERPSYNC_CONFIG=" + file, "A_PASSWORD=x"}, Options{})
+	a, b := cfg.Sources[0], cfg.Sources[1]
+	if a.MaxResponse != 8<<20 || a.MessagingPrefix != "/chat" || a.Keys.MaxResponse != "sources[0].max_response" {
+		t.Errorf("source a: %d %q %q", a.MaxResponse, a.MessagingPrefix, a.Keys.MaxResponse)
+	}
+	// Errors name the settings the operator actually wrote.
+	if got := a.CredentialKeys(); got != "sources[0].username and A_PASSWORD (sources[0].password_env)" {
+		t.Errorf("source a credentials: %q", got)
+	}
+	if got := b.CredentialKeys(); got != "sources[1].username and sources[1].password_file" {
+		t.Errorf("source b credentials: %q", got)
+	}
+	if got := mustLoad(t, baseEnv(), Options{}).Sources[0].CredentialKeys(); got != "ERPSYNC_ERP_USERNAME and ERPSYNC_ERP_PASSWORD" {
+		t.Errorf("environment credentials: %q", got)
+	}
+	_, err := Load([]string{"ERPSYNC_CONFIG=" + writeFile(t, "bad.yaml", "sources:\n  - name: a\n    max_response: huge\n")}, Options{})
+	wantConfigError(t, err, "sources[0].max_response")
 }

@@ -1,8 +1,10 @@
 // Package daemon is `erpsync run`: a few services started in order and
 // stopped in reverse. The endpoints come first, so liveness answers while
 // the database is still awaited; the token revoker next, so tokens are
-// revoked after every run has ended; then the database connector; the
-// scheduler last, so runs stop before anything they use goes away.
+// revoked after every run has ended; then the database connector and the
+// pruner of old bookkeeping; the scheduler last, so runs stop before
+// anything they use goes away. The whole stop fits the configured
+// shutdown timeout: grace, abort, revoke and HTTP phases in turn.
 package daemon
 
 import (
@@ -12,9 +14,9 @@ import (
 	"net"
 	gosync "sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/erpsync/erpsync/internal/config"
-	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/metrics"
 )
@@ -26,12 +28,19 @@ type Daemon struct {
 	Catalog  *ingest.Catalog
 	Log      *slog.Logger
 	Metrics  *metrics.Metrics
-	Clients  map[string]*erp.Client // by source name
+	Targets  map[string]ingest.Target // by source name
 	Prefetch int
+	// StartSpread spreads the first runs at start-up over up to this long
+	// (at most half a job's interval), so that a replica with hundreds of
+	// jobs does not start them all at once. 0 starts them at once.
+	StartSpread time.Duration
 
 	conn     *connector
 	stopping atomic.Bool
 	readyMu  gosync.Mutex // orders ready-gauge updates against shutdown
+	// stuck holds, by "source/stream", what /readyz reports of a stream
+	// whose lock another process has held too long.
+	stuck gosync.Map
 }
 
 // service is one part of the daemon. Start returns once the service runs
@@ -49,7 +58,7 @@ type service interface {
 func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 	web := &endpoints{d: d, ln: ln}
 	d.conn = &connector{d: d}
-	services := []service{web, &revoker{d: d}, d.conn, &scheduler{d: d}}
+	services := []service{web, &revoker{d: d}, d.conn, &pruner{d: d}, &scheduler{d: d}}
 	started := 0
 	defer func() {
 		d.setStopping()
@@ -74,7 +83,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 	// through the whole shutdown: runs stop, tokens are revoked.
 	select {
 	case <-ctx.Done():
-		d.Log.Info("shutting down: no new runs; letting commits in flight finish", "grace", d.Cfg.ShutdownGrace)
+		d.Log.Info("shutting down: no new runs; letting commits in flight finish", "grace", d.Cfg.Shutdown.Grace)
 		return nil
 	case err := <-web.failed:
 		d.Log.Error("http server failed; shutting down", "err", err)

@@ -109,6 +109,8 @@ type harness struct {
 	prefetch int
 	// extra streams are added to the product's catalog.
 	extra []ingest.Stream
+	// maxRuns is the Daemon's MaxConcurrentRuns (default 8, as `erpsync run`'s).
+	maxRuns int
 }
 
 // newHarness makes a fresh database and a pool on it for the test's own
@@ -117,7 +119,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	dbURL := testdb.New(t)
 	pool := testdb.ObserverPool(t, dbURL)
-	h := &harness{t: t, dbURL: dbURL, pool: pool, logs: &logBuffer{}, prefetch: 1,
+	h := &harness{t: t, dbURL: dbURL, pool: pool, logs: &logBuffer{}, prefetch: 1, maxRuns: 8,
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -147,14 +149,17 @@ func (h *harness) start(dbURL string, grace time.Duration, srcs ...source) {
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.m = metrics.New()
 	cfg := config.Config{
-		DatabaseURL:   config.Secret(dbURL),
-		LogFormat:     "text",
-		LogLevel:      "debug",
-		HTTPAddr:      "127.0.0.1:0",
-		ShutdownGrace: grace,
-		AutoMigrate:   true,
+		DatabaseURL:       config.Secret(dbURL),
+		LogFormat:         "text",
+		LogLevel:          "debug",
+		HTTPAddr:          "127.0.0.1:0",
+		Shutdown:          config.ShutdownWithGrace(grace),
+		Database:          config.Database{LockTimeout: 15 * time.Second, StatementTimeout: 5 * time.Minute, IdleInTxTimeout: time.Minute},
+		Retention:         90 * 24 * time.Hour,
+		MaxConcurrentRuns: h.maxRuns,
+		AutoMigrate:       true,
 	}
-	clients := map[string]*erp.Client{}
+	targets := map[string]ingest.Target{}
 	for _, s := range srcs {
 		pw := s.password
 		if pw == "" {
@@ -179,7 +184,7 @@ func (h *harness) start(dbURL string, grace time.Duration, srcs ...source) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		clients[s.name] = c
+		targets[s.name] = ingest.Target{Source: s.name, Client: c, PageSize: ps, Prefixes: map[string]string{"messaging": "/messaging"}}
 	}
 	cat := streams.MustDefault()
 	for _, st := range h.extra {
@@ -187,7 +192,7 @@ func (h *harness) start(dbURL string, grace time.Duration, srcs ...source) {
 			t.Fatal(err)
 		}
 	}
-	h.d = &Daemon{Cfg: cfg, Catalog: cat, Log: log, Metrics: h.m, Clients: clients, Prefetch: h.prefetch}
+	h.d = &Daemon{Cfg: cfg, Catalog: cat, Log: log, Metrics: h.m, Targets: targets, Prefetch: h.prefetch}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

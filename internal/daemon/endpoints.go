@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/db"
@@ -33,7 +34,7 @@ func (e *endpoints) Start(context.Context) error {
 }
 
 func (e *endpoints) Stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), e.d.Cfg.Shutdown.HTTP)
 	defer cancel()
 	_ = e.srv.Shutdown(ctx)
 	<-e.done
@@ -54,6 +55,17 @@ func (e *endpoints) routes() http.Handler {
 			return
 		}
 		fmt.Fprintln(w, "ready")
+		// Warnings that do not make the process unready, but that an
+		// operator looking here should see.
+		var warnings []string
+		e.d.stuck.Range(func(_, v any) bool {
+			warnings = append(warnings, v.(string))
+			return true
+		})
+		slices.Sort(warnings)
+		for _, w2 := range warnings {
+			fmt.Fprintln(w, "warning: "+w2)
+		}
 	})
 	mux.Handle("GET /metrics", e.d.Metrics.Handler())
 	return mux

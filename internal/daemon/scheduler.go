@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	gosync "sync"
 	"time"
 
@@ -12,20 +13,25 @@ import (
 
 	"github.com/erpsync/erpsync/internal/backoff"
 	"github.com/erpsync/erpsync/internal/config"
+	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
 // scheduler runs every (source, stream) on its schedule: one goroutine per
-// job, which sleeps until the schedule's next time, runs the stream, and
-// computes the next time from when the run ended. A run therefore never
-// overlaps the previous one of its job, and ticks that fall during a run
-// are skipped rather than queued.
+// job, which sleeps until the schedule's next time, takes one of the
+// process's run slots, runs the stream, and computes the next time from
+// when the run ended. A run therefore never overlaps the previous one of
+// its job, and ticks that fall during a run are skipped rather than
+// queued. A job waits for a slot at most until its next tick; past that
+// the tick is skipped and counted.
 type scheduler struct {
 	d      *Daemon
 	runner *ingest.Runner
 	jobs   []*job
+	slots  chan struct{}      // one per run allowed at once
 	soft   chan struct{}      // closed: start nothing, let commits in flight finish
 	abort  context.CancelFunc // cancels the runs still going after the grace period
 	wg     gosync.WaitGroup
@@ -33,7 +39,8 @@ type scheduler struct {
 
 func (s *scheduler) Start(ctx context.Context) error {
 	d := s.d
-	s.runner = &ingest.Runner{Pool: d.pool(), Log: d.Log, Obs: d.Metrics, Prefetch: d.Prefetch}
+	s.runner = &ingest.Runner{Pool: d.conn.runsPool.Load(), Log: d.Log, Obs: d.Metrics, Prefetch: d.Prefetch}
+	s.slots = make(chan struct{}, d.Cfg.MaxConcurrentRuns)
 	for _, src := range d.Cfg.Sources {
 		for _, sc := range src.Streams {
 			st, ok := d.Catalog.Lookup(sc.Name)
@@ -44,13 +51,14 @@ func (s *scheduler) Start(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("source %s stream %s: schedule %q: %w", src.Name, sc.Name, sc.Schedule, err)
 			}
-			s.jobs = append(s.jobs, &job{s: s, stream: st, schedule: sched,
-				target: ingest.Target{Source: src.Name, Client: d.Clients[src.Name], PageSize: src.PageSize},
-				log:    d.Log.With("source", src.Name, "stream", sc.Name)})
-			d.Metrics.Declare(src.Name, sc.Name)
-			d.Log.Info("scheduled", "source", src.Name, "stream", sc.Name, "schedule", sc.Schedule)
+			j := &job{s: s, stream: st, schedule: sched, target: d.Targets[src.Name],
+				log: d.Log.With("source", src.Name, "stream", sc.Name)}
+			j.interval = j.period(time.Now())
+			s.jobs = append(s.jobs, j)
+			d.Metrics.Declare(src.Name, sc.Name, j.interval)
 		}
 	}
+	d.Log.Info("scheduled", "jobs", len(s.jobs), "max_concurrent_runs", d.Cfg.MaxConcurrentRuns)
 	// The runs outlive ctx (a signal): they end through soft, then abort.
 	var runCtx context.Context
 	runCtx, s.abort = context.WithCancel(context.WithoutCancel(ctx))
@@ -61,23 +69,21 @@ func (s *scheduler) Start(ctx context.Context) error {
 	return nil
 }
 
-// abortWait is how long runs get to end once aborted.
-const abortWait = 10 * time.Second
-
 // Stop starts no new run, lets every run commit what it is writing within
 // the grace period, then aborts the runs still going.
 func (s *scheduler) Stop() {
 	close(s.soft)
 	drained := make(chan struct{})
 	go func() { s.wg.Wait(); close(drained) }()
+	sd := s.d.Cfg.Shutdown
 	select {
 	case <-drained:
-	case <-time.After(s.d.Cfg.ShutdownGrace):
+	case <-time.After(sd.Grace):
 		s.d.Log.Warn("grace period over: aborting runs still in flight")
 		s.abort()
 		select {
 		case <-drained:
-		case <-time.After(abortWait):
+		case <-time.After(sd.Abort):
 			s.d.Log.Error("runs did not stop after abort")
 		}
 	}
@@ -89,19 +95,25 @@ type job struct {
 	s        *scheduler
 	stream   ingest.Stream
 	schedule cron.Schedule
+	interval time.Duration
 	target   ingest.Target
 	log      *slog.Logger
-	failures int // in a row
+	failures int  // in a row
+	stuck    bool // the lock's holder was last seen holding it too long
 }
 
 // failureBackoff: a second failure in a row waits 10 s, then doubling up
 // to 15 minutes; refused credentials back off from the first failure.
 var failureBackoff = backoff.Policy{Base: 10 * time.Second, Max: 15 * time.Minute}
 
-// loop runs the stream once at once, so a restarted replica does not
-// leave the warehouse stale for a whole period, then on its schedule.
+// lockHeldTooLong: a holder of a stream's lock that has run it for more
+// than this many of its schedule's intervals is reported.
+const lockHeldTooLong = 3
+
+// loop runs the stream soon after start-up, so a restarted replica does
+// not leave the warehouse stale for a whole period, then on its schedule.
 func (j *job) loop(ctx context.Context) {
-	next := time.Now()
+	next := time.Now().Add(rand.N(min(j.interval/2, j.s.d.StartSpread) + 1))
 	for {
 		t := time.NewTimer(time.Until(next))
 		select {
@@ -115,12 +127,46 @@ func (j *job) loop(ctx context.Context) {
 			return
 		default:
 		}
+		after := j.schedule.Next(time.Now())
+		if !j.acquire(after) {
+			select {
+			case <-j.s.soft:
+				return
+			default:
+			}
+			j.s.d.Metrics.Skipped(j.target.Source, j.stream.Name(), metrics.SkipCapacity)
+			j.log.Info("tick skipped: every run slot stayed busy until the next tick", "max_concurrent_runs", cap(j.s.slots))
+			next = after
+			continue
+		}
 		notBefore := j.run(ctx)
+		<-j.s.slots
 		next = j.schedule.Next(time.Now())
 		if next.Before(notBefore) {
 			next = j.schedule.Next(notBefore)
 		}
 	}
+}
+
+// acquire takes a run slot, waiting until deadline at most (or a stop).
+func (j *job) acquire(deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case j.s.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-j.s.soft:
+		return false
+	}
+}
+
+// period is the time between two ticks after now (one interval for
+// @every, the next one for a cron spec).
+func (j *job) period(now time.Time) time.Duration {
+	first := j.schedule.Next(now)
+	return j.schedule.Next(first).Sub(first)
 }
 
 // run runs the stream once and returns the time before which it must not
@@ -135,6 +181,7 @@ func (j *job) run(ctx context.Context) (notBefore time.Time) {
 		}
 	}()
 	res := j.s.runner.Run(ctx, j.s.soft, j.target, j.stream, nil)
+	j.checkLock(ctx, errors.Is(res.Err, ingest.ErrBusy))
 	switch {
 	case errors.Is(res.Err, ingest.ErrBusy), res.Status == model.StatusSucceeded, res.Status == model.StatusCancelled:
 		j.failures = 0
@@ -142,6 +189,50 @@ func (j *job) run(ctx context.Context) (notBefore time.Time) {
 	default:
 		var ae *erp.AuthError
 		return j.failed(errors.As(res.Err, &ae))
+	}
+}
+
+// checkLock counts a run skipped because another process holds the
+// stream's lock, and reports a holder that has kept it too long: its data
+// then go stale without any run failing.
+func (j *job) checkLock(ctx context.Context, busy bool) {
+	source, stream := j.target.Source, j.stream.Name()
+	m := j.s.d.Metrics
+	if !busy {
+		m.LockHeldByOther(source, stream, 0)
+		j.setStuck("")
+		return
+	}
+	m.Skipped(source, stream, metrics.SkipLocked)
+	j.log.Debug("sync skipped: another process holds the stream's lock")
+	h, running, err := db.RunningRun(ctx, j.s.d.pool(), source, stream)
+	if err != nil || !running {
+		return
+	}
+	held := time.Since(h.Since)
+	m.LockHeldByOther(source, stream, held)
+	if limit := lockHeldTooLong * j.interval; held > limit {
+		msg := fmt.Sprintf("%s/%s: lock held by %s (pid %d) for %s, more than %dx its schedule", source, stream, h.Host, h.PID,
+			held.Round(time.Second), lockHeldTooLong)
+		if !j.stuck {
+			j.log.Warn("another process has held the stream's lock too long; its data go stale", "holder", h.Host,
+				"pid", h.PID, "held", held.Round(time.Second), "schedule_interval", j.interval)
+		}
+		j.setStuck(msg)
+		return
+	}
+	j.setStuck("")
+}
+
+// setStuck records (or, with "", clears) a lock held too long, for
+// /readyz's detail.
+func (j *job) setStuck(msg string) {
+	j.stuck = msg != ""
+	key := j.target.Source + "/" + j.stream.Name()
+	if msg == "" {
+		j.s.d.stuck.Delete(key)
+	} else {
+		j.s.d.stuck.Store(key, msg)
 	}
 }
 

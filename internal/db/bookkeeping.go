@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -11,24 +12,41 @@ import (
 type Rejected struct {
 	RecordID string // empty when the record has none
 	Reason   string
-	Record   []byte
+	Record   []byte // as received
 }
 
-// InsertRejected stores rejected records with their reason and raw bytes.
+// InsertRejected stores rejected records with their reason and raw bytes
+// (bytea: they may not be valid text). A record rejected before with the
+// same bytes is not stored again: its row's last_seen, count, run and
+// reason are updated.
 func InsertRejected(ctx context.Context, q Querier, source, stream string, runID int64, recs []Rejected) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	rows := make([][]any, len(recs))
-	for i, r := range recs {
-		var id *string
-		if r.RecordID != "" {
-			id = &r.RecordID
+	// One statement must not name a row twice: the same bytes rejected
+	// twice in one commit are one row counted twice.
+	at := make(map[[sha256.Size]byte]int, len(recs))
+	var ids, reasons []string
+	var records, hashes [][]byte
+	var counts []int64
+	for _, r := range recs {
+		h := sha256.Sum256(r.Record)
+		if i, dup := at[h]; dup {
+			counts[i]++
+			continue
 		}
-		rows[i] = []any{source, stream, runID, id, r.Reason, string(r.Record)}
+		at[h] = len(hashes)
+		ids = append(ids, SafeText(r.RecordID, MaxKeyBytes))
+		reasons = append(reasons, SafeText(r.Reason, 1000))
+		records, hashes, counts = append(records, r.Record), append(hashes, h[:]), append(counts, 1)
 	}
-	_, err := q.CopyFrom(ctx, pgx.Identifier{"erp", "rejected_records"},
-		[]string{"source", "stream", "run_id", "record_id", "reason", "record"}, pgx.CopyFromRows(rows))
+	_, err := q.Exec(ctx, `
+INSERT INTO erp.rejected_records AS r (source, stream, run_id, record_id, reason, record, record_hash, count)
+SELECT $1, $2, $3, nullif(u.id, ''), u.reason, u.record, u.hash, u.n
+FROM unnest($4::text[], $5::text[], $6::bytea[], $7::bytea[], $8::bigint[]) AS u(id, reason, record, hash, n)
+ON CONFLICT (source, stream, record_hash) DO UPDATE SET
+    last_seen = now(), count = r.count + EXCLUDED.count, run_id = EXCLUDED.run_id, reason = EXCLUDED.reason`,
+		source, stream, runID, ids, reasons, records, hashes, counts)
 	if err != nil {
 		return fmt.Errorf("storing %d rejected records: %w", len(recs), Describe(err))
 	}
@@ -49,11 +67,20 @@ func RecordDrift(ctx context.Context, q Querier, source, stream string, drift []
 	}
 	var fields, changes, details, examples []string
 	var counts []int64
+	// Field names and examples come from the ERP: made storable, and
+	// short enough for the table's key.
+	at := map[[3]string]int{}
 	for _, d := range drift {
-		fields = append(fields, d.Field)
-		changes = append(changes, d.Change)
-		details = append(details, d.Detail)
-		examples = append(examples, d.Example)
+		k := [3]string{SafeText(d.Field, 200), d.Change, SafeText(d.Detail, 200)}
+		if i, dup := at[k]; dup { // distinct fields may meet once cut
+			counts[i] += d.Count
+			continue
+		}
+		at[k] = len(fields)
+		fields = append(fields, k[0])
+		changes = append(changes, k[1])
+		details = append(details, k[2])
+		examples = append(examples, SafeText(d.Example, 200))
 		counts = append(counts, d.Count)
 	}
 	_, err := q.Exec(ctx, `

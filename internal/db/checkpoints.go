@@ -21,18 +21,30 @@ type Checkpoint struct {
 	BulkLoad       bool
 	LastSweepID    int64
 	LastCompleted  time.Time
+	Held           Held
+}
+
+// Held is a deletion the guard did not apply: rows a complete sweep found
+// gone, too many to mark on one sweep's word.
+type Held struct {
+	Rows   int64     // how many rows
+	Digest []byte    // which rows: a digest of their ids
+	Sweeps int       // consecutive complete sweeps that found these rows gone
+	Since  time.Time // when the first of them did
 }
 
 // LoadCheckpoint returns the checkpoint, or a zero one for a new stream.
 func LoadCheckpoint(ctx context.Context, q Querier, source, stream string) (Checkpoint, error) {
 	cp := Checkpoint{Source: source, Stream: stream}
 	var sweepID, lastSweep *int64
-	var started, completed *time.Time
+	var started, completed, heldSince *time.Time
 	var cursor *string
 	err := q.QueryRow(ctx, `
-SELECT sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, last_sweep_id, last_sweep_completed_at
+SELECT sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, last_sweep_id, last_sweep_completed_at,
+       held_deletions, held_digest, held_sweeps, held_since
 FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2`, source, stream).
-		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.BulkLoad, &lastSweep, &completed)
+		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.BulkLoad, &lastSweep, &completed,
+			&cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cp, nil
 	}
@@ -44,6 +56,7 @@ FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2`, source, stream).
 	cp.Cursor = deref(cursor)
 	cp.SweepStarted = deref(started)
 	cp.LastCompleted = deref(completed)
+	cp.Held.Since = deref(heldSince)
 	return cp, nil
 }
 
@@ -59,17 +72,20 @@ func deref[T any](p *T) T {
 // bulkLoad says the table holds no row of the source (Table.HasRows).
 func StartSweep(ctx context.Context, q Querier, source, stream string, bulkLoad bool) (Checkpoint, error) {
 	cp := Checkpoint{Source: source, Stream: stream, BulkLoad: bulkLoad}
+	var heldSince *time.Time
 	err := q.QueryRow(ctx, `
 INSERT INTO erp.sync_checkpoints AS c (source, stream, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, updated_at)
 VALUES ($1, $2, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3, now())
 ON CONFLICT (source, stream) DO UPDATE SET
     sweep_id = EXCLUDED.sweep_id, sweep_started_at = EXCLUDED.sweep_started_at, cursor = NULL,
     pages = 0, rows = 0, bulk_load = EXCLUDED.bulk_load, updated_at = now()
-RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0)`, source, stream, bulkLoad).
-		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID)
+RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions, held_digest, held_sweeps, held_since`,
+		source, stream, bulkLoad).
+		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID, &cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince)
 	if err != nil {
 		return cp, fmt.Errorf("starting sweep %s/%s: %w", source, stream, Describe(err))
 	}
+	cp.Held.Since = deref(heldSince)
 	return cp, nil
 }
 
@@ -144,4 +160,31 @@ RETURNING last_sweep_completed_at`, source, stream).Scan(&at)
 		return at, fmt.Errorf("recording %s/%s complete: %w", source, stream, Describe(err))
 	}
 	return at, nil
+}
+
+// SetHeld records the deletion the guard holds for (source, stream), or,
+// with a zero Held, that none is held.
+func SetHeld(ctx context.Context, q Querier, source, stream string, h Held) error {
+	var since *time.Time
+	if !h.Since.IsZero() {
+		since = &h.Since
+	}
+	_, err := q.Exec(ctx, `
+INSERT INTO erp.sync_checkpoints AS c (source, stream, held_deletions, held_digest, held_sweeps, held_since, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, now())
+ON CONFLICT (source, stream) DO UPDATE SET held_deletions = $3, held_digest = $4, held_sweeps = $5,
+    held_since = $6, updated_at = now()`, source, stream, h.Rows, h.Digest, h.Sweeps, since)
+	if err != nil {
+		return fmt.Errorf("recording held deletions of %s/%s: %w", source, stream, Describe(err))
+	}
+	return nil
+}
+
+// SeenDistinct is how many distinct ids a sweep has seen so far.
+func SeenDistinct(ctx context.Context, q Querier, sweepID int64) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT count(DISTINCT id) FROM erp.sweep_seen WHERE sweep_id = $1`, sweepID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting the sweep's ids: %w", Describe(err))
+	}
+	return n, nil
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,8 +27,32 @@ type Querier interface {
 // errors can quote the string, password included, so only this is said.
 var ErrBadURL = errors.New("database URL: cannot be parsed (expected postgres://user:pass@host:5432/db or key=value form)")
 
+// Option adjusts a pool that Open makes.
+type Option func(*pgxpool.Config)
+
+// WithMaxConns bounds the pool's connections.
+func WithMaxConns(n int) Option {
+	return func(c *pgxpool.Config) { c.MaxConns = int32(n) }
+}
+
+// WithLimits sets lock_timeout, statement_timeout and
+// idle_in_transaction_session_timeout on every session of the pool, so a
+// lock held elsewhere or a statement gone wrong fails its run instead of
+// hanging it. A limit the connection string sets itself wins.
+func WithLimits(lock, statement, idleInTx time.Duration) Option {
+	return func(c *pgxpool.Config) {
+		for param, d := range map[string]time.Duration{
+			"lock_timeout": lock, "statement_timeout": statement, "idle_in_transaction_session_timeout": idleInTx,
+		} {
+			if _, set := c.ConnConfig.RuntimeParams[param]; !set && d > 0 {
+				c.ConnConfig.RuntimeParams[param] = strconv.FormatInt(d.Milliseconds(), 10)
+			}
+		}
+	}
+}
+
 // Open connects a pool and checks that Postgres answers.
-func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, ErrBadURL
@@ -37,6 +62,9 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
 	cfg.HealthCheckPeriod = 15 * time.Second
+	for _, o := range opts {
+		o(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
@@ -56,6 +84,13 @@ func IsUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
+// IsLockTimeout reports a statement that waited for a lock longer than
+// lock_timeout.
+func IsLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
 // Describe maps driver errors to one plain sentence; Postgres errors keep
 // their code so an operator can look them up.
 func Describe(err error) error {
@@ -71,6 +106,12 @@ func Describe(err error) error {
 type describedError struct{ pg *pgconn.PgError }
 
 func (e *describedError) Error() string {
+	switch e.pg.Code {
+	case "55P03":
+		return fmt.Sprintf("postgres: waited longer than lock_timeout for a lock another session holds (%s)", e.pg.Code)
+	case "57014":
+		return fmt.Sprintf("postgres: %s: longer than statement_timeout, or cancelled (%s)", e.pg.Message, e.pg.Code)
+	}
 	return fmt.Sprintf("postgres %s (%s)", e.pg.Message, e.pg.Code)
 }
 func (e *describedError) Unwrap() error { return e.pg }

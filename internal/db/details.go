@@ -113,6 +113,23 @@ WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.cashbox_id 
 	return res, tag.RowsAffected(), nil
 }
 
+// CashboxAccessGone counts the scope's live grants of cashboxes not in
+// keep, and all its live grants; with digest, it names the gone ones by a
+// digest of their (cashbox, user) pairs.
+func CashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, keep []string, digest bool) (gone, live int64, d []byte, err error) {
+	err = tx.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE t.cashbox_id <> ALL ($4::text[])), count(*),
+       CASE WHEN $5 THEN sha256(convert_to(string_agg(t.cashbox_id || E'\t' || t."user", E'\n' ORDER BY t.cashbox_id COLLATE "C", t."user" COLLATE "C")
+           FILTER (WHERE t.cashbox_id <> ALL ($4::text[])), 'UTF8')) END
+FROM erp.cashbox_access t
+WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.deleted_at IS NULL`,
+		sc.Source, sc.CompanyID, sc.BranchID, keep, digest).Scan(&gone, &live, &d)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("cashbox_access of cashboxes no longer listed: %w", Describe(err))
+	}
+	return gone, live, d, nil
+}
+
 // MarkCashboxAccessGone marks deleted the grants of the scope's cashboxes
 // that are not in keep (the cashboxes the ERP still lists).
 func MarkCashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, keep []string) (int64, error) {

@@ -29,6 +29,7 @@ type Table struct {
 	upsertSQL  string
 	changedSQL string
 	deleteSQL  string
+	goneSQL    string
 	hasRowsSQL string
 }
 
@@ -82,19 +83,21 @@ WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
    OR cur.company_id <> $2 OR cur.branch_id <> $3`, name)
 	t.hasRowsSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE source = $1)`, name)
 
-	// A row the ERP no longer lists is marked, never removed: finance
-	// wants to see what disappeared. EXCEPT hashes both sides whatever
-	// the planner knows: sweep_seen rarely has statistics, and a NOT
-	// EXISTS planned as a nested loop over it is quadratic.
-	t.deleteSQL = fmt.Sprintf(`
-UPDATE %[1]s t SET deleted_at = now()
-FROM (
-    SELECT id FROM %[1]s
+	// The scope's live rows the sweep did not see. EXCEPT hashes both
+	// sides whatever the planner knows: sweep_seen rarely has statistics,
+	// and a NOT EXISTS planned as a nested loop over it is quadratic.
+	gone := fmt.Sprintf(`
+    SELECT id FROM %s
     WHERE source = $1 AND company_id = $2 AND branch_id = $3 AND deleted_at IS NULL
     EXCEPT
-    SELECT id FROM erp.sweep_seen WHERE sweep_id = $4
-) gone
-WHERE t.source = $1 AND t.id = gone.id`, name)
+    SELECT id FROM erp.sweep_seen WHERE sweep_id = $4`, name)
+	// A row the ERP no longer lists is marked, never removed: finance
+	// wants to see what disappeared.
+	t.deleteSQL = fmt.Sprintf(`UPDATE %s t SET deleted_at = now() FROM (%s) gone WHERE t.source = $1 AND t.id = gone.id`, name, gone)
+	// How many, and which (a digest of the ids, for the deletion guard).
+	t.goneSQL = fmt.Sprintf(`
+SELECT count(*), CASE WHEN $5 THEN sha256(convert_to(string_agg(id, E'\n' ORDER BY id COLLATE "C"), 'UTF8')) END
+FROM (%s) gone`, gone)
 	return t
 }
 
@@ -226,6 +229,17 @@ func (t *Table) HasRows(ctx context.Context, q Querier, source string) (bool, er
 		return false, fmt.Errorf("%s: %w", t.Name, Describe(err))
 	}
 	return ok, nil
+}
+
+// Gone counts the scope's live rows that the sweep did not see and, with
+// digest, names them by a digest of their ids.
+func (t *Table) Gone(ctx context.Context, tx pgx.Tx, sc Scope, digest bool) (int64, []byte, error) {
+	var n int64
+	var d []byte
+	if err := tx.QueryRow(ctx, t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, digest).Scan(&n, &d); err != nil {
+		return 0, nil, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
+	}
+	return n, d, nil
 }
 
 // MarkDeleted sets deleted_at on the scope's rows that the sweep did not

@@ -2,12 +2,9 @@ package db_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -18,17 +15,7 @@ import (
 func TestConcurrentMigrations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, testdb.AdminURL())
-	if err != nil {
-		t.Skipf("no Postgres: %v", err)
-	}
-	defer admin.Close(ctx)
-	name := fmt.Sprintf("erpsync_t_migrate_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
-	url := testdb.URLFor(name)
+	url := testdb.Empty(t)
 
 	const replicas = 4
 	var wg sync.WaitGroup

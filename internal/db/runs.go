@@ -2,8 +2,10 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -82,4 +84,59 @@ WHERE id = $1`, id, status, sweepArg, s.Pages, s.Seen, s.Inserted, s.Updated, s.
 		return fmt.Errorf("recording run %d outcome: %w", id, Describe(err))
 	}
 	return nil
+}
+
+// Holder is the run that holds a stream's lock, as its row tells.
+type Holder struct {
+	Since time.Time
+	Host  string
+	PID   int32
+}
+
+// RunningRun returns the run of (source, stream) recorded as running, if
+// any: whoever holds the stream's lock wrote it.
+func RunningRun(ctx context.Context, q Querier, source, stream string) (Holder, bool, error) {
+	var h Holder
+	var host *string
+	var pid *int32
+	err := q.QueryRow(ctx, `SELECT started_at, host, pid FROM erp.sync_runs
+WHERE source = $1 AND stream = $2 AND status = $3 ORDER BY id DESC LIMIT 1`, source, stream, model.StatusRunning).Scan(&h.Since, &host, &pid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, false, nil
+	}
+	if err != nil {
+		return h, false, fmt.Errorf("reading the running run of %s/%s: %w", source, stream, Describe(err))
+	}
+	h.Host, h.PID = deref(host), deref(pid)
+	return h, true, nil
+}
+
+// Prune removes bookkeeping older than retention: runs that finished
+// before it, except the last keep runs of each (source, stream), and
+// rejected records not rejected again since. It returns the rows removed
+// from each table.
+func Prune(ctx context.Context, q Querier, retention time.Duration, keep int) (runs, rejected int64, err error) {
+	// For each stream with old runs, the id of its keep-th newest run:
+	// older runs than that, and older than the retention, go.
+	tag, err := q.Exec(ctx, `
+WITH old AS (
+    SELECT DISTINCT source, stream FROM erp.sync_runs WHERE finished_at < now() - $1::interval
+), keep_from AS (
+    SELECT o.source, o.stream, (SELECT id FROM erp.sync_runs k WHERE k.source = o.source AND k.stream = o.stream
+                                ORDER BY started_at DESC LIMIT 1 OFFSET $2 - 1) AS id
+    FROM old o
+)
+DELETE FROM erp.sync_runs r USING keep_from kf
+WHERE r.source = kf.source AND r.stream = kf.stream AND r.id < kf.id
+  AND r.finished_at < now() - $1::interval AND r.status <> $3`,
+		retention, keep, model.StatusRunning)
+	if err != nil {
+		return 0, 0, fmt.Errorf("pruning sync_runs: %w", Describe(err))
+	}
+	runs = tag.RowsAffected()
+	tag, err = q.Exec(ctx, `DELETE FROM erp.rejected_records WHERE last_seen < now() - $1::interval`, retention)
+	if err != nil {
+		return runs, 0, fmt.Errorf("pruning rejected_records: %w", Describe(err))
+	}
+	return runs, tag.RowsAffected(), nil
 }

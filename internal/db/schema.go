@@ -63,12 +63,22 @@ func CheckSchema(ctx context.Context, q Querier) error {
 
 // EnsureSchema is what every command does before it uses the warehouse:
 // with migrate, apply what is pending (replicas take turns on goose's
-// session lock); without, refuse a schema that is not current.
-func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, migrate bool, log *slog.Logger) error {
+// session lock), as the role of migrateURL when one is given (the schema's
+// owner, while pool's role may have no right but DML); without, refuse a
+// schema that is not current.
+func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, migrate bool, migrateURL string, log *slog.Logger) error {
 	if !migrate {
 		return CheckSchema(ctx, pool)
 	}
-	applied, err := Migrate(ctx, pool, log)
+	owner := pool
+	if migrateURL != "" {
+		var err error
+		if owner, err = Open(ctx, migrateURL, WithMaxConns(2)); err != nil {
+			return fmt.Errorf("migration database: %w", err)
+		}
+		defer owner.Close()
+	}
+	applied, err := Migrate(ctx, owner, log)
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,10 @@ import (
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
-// The analyst role reads every table and view of erp and writes nothing.
-func TestAnalystRoleIsReadOnly(t *testing.T) {
+// The analyst role reads the finance tables and views and writes nothing;
+// people's messages, raw rejected records and error texts are for the
+// sensitive role only, which reads them.
+func TestRoles(t *testing.T) {
 	pool, _ := testdb.Pool(t)
 	ctx := context.Background()
 	conn, err := pool.Acquire(ctx)
@@ -21,22 +23,47 @@ func TestAnalystRoleIsReadOnly(t *testing.T) {
 		VALUES ('s', '1', '1', '1', 10.50, '{"id":1,"number":"INV-1"}', '\x00')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `SET ROLE erpsync_analyst`); err != nil {
-		t.Fatal(err)
+	as := func(role string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `SET ROLE `+role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	can := func(role, query string, want bool) {
+		t.Helper()
+		_, err := conn.Exec(ctx, query)
+		if got := err == nil; got != want {
+			t.Errorf("%s: %s: allowed = %v, want %v (%v)", role, query, got, want, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("%s: %s: %v, want permission denied", role, query, err)
+		}
 	}
 	defer conn.Exec(ctx, `RESET ROLE`)
-	for _, view := range []string{"invoices_current", "currencies_current", "cashboxes_current",
-		"cashbox_reconciliations_current", "stream_freshness", "invoices", "sync_runs", "rejected_records"} {
-		if _, err := conn.Exec(ctx, `SELECT * FROM erp.`+view+` LIMIT 1`); err != nil {
-			t.Errorf("analyst cannot read erp.%s: %v", view, err)
-		}
+
+	as("erpsync_analyst")
+	for _, rel := range []string{"invoices_current", "currencies_current", "cashboxes_current", "cashbox_reconciliations_current",
+		"stream_freshness", "invoices", "currencies", "currency_rates", "cashboxes", "cashbox_reconciliations",
+		"journal_entries", "payment_vouchers", "receipt_vouchers", "journal_lines", "balance_sheet_snapshots", "sync_checkpoints"} {
+		can("analyst", `SELECT * FROM erp.`+rel+` LIMIT 1`, true)
+	}
+	can("analyst", `SELECT id, stream, status, rows_rejected FROM erp.sync_runs LIMIT 1`, true)
+	can("analyst", `SELECT stream, record_id, reason, count FROM erp.rejected_records LIMIT 1`, true)
+	for _, q := range []string{`SELECT error FROM erp.sync_runs`, `SELECT note FROM erp.sync_runs`, `SELECT record FROM erp.rejected_records`,
+		`SELECT * FROM erp.stream_failures`, `SELECT * FROM erp.messaging_messages`, `SELECT * FROM erp.messaging_conversations`,
+		`SELECT example FROM erp.schema_drift`, `SELECT * FROM erp.cashbox_access`} {
+		can("analyst", q, false)
 	}
 	var number string
 	if err := conn.QueryRow(ctx, `SELECT number FROM erp.invoices_current WHERE id = '1'`).Scan(&number); err != nil || number != "INV-1" {
 		t.Errorf("invoices_current number = %q, %v", number, err)
 	}
-	_, err = conn.Exec(ctx, `UPDATE erp.invoices SET total_bc = 0`)
-	if err == nil || !strings.Contains(err.Error(), "permission denied") {
-		t.Errorf("analyst update: %v, want permission denied", err)
+	can("analyst", `UPDATE erp.invoices SET total_bc = 0`, false)
+
+	as("erpsync_sensitive")
+	for _, q := range []string{`SELECT error, note FROM erp.sync_runs`, `SELECT record FROM erp.rejected_records`,
+		`SELECT * FROM erp.stream_failures`, `SELECT * FROM erp.messaging_messages`, `SELECT * FROM erp.invoices_current`} {
+		can("sensitive", q, true)
 	}
+	can("sensitive", `DELETE FROM erp.invoices`, false)
 }

@@ -32,6 +32,8 @@ type harness struct {
 	runner *ingest.Runner
 	source string
 	pages  int
+	// prefixes are the installation's path prefixes (messaging).
+	prefixes map[string]string
 }
 
 func newHarness(t *testing.T, opts erpsim.Options) *harness {
@@ -40,7 +42,8 @@ func newHarness(t *testing.T, opts erpsim.Options) *harness {
 	sim := erpsim.New(opts)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
-	h := &harness{t: t, pool: pool, url: dbURL, sim: sim, srv: srv, source: "test", pages: 50}
+	h := &harness{t: t, pool: pool, url: dbURL, sim: sim, srv: srv, source: "test", pages: 50,
+		prefixes: map[string]string{"messaging": "/messaging"}}
 	h.client = h.newClient(erp.Options{})
 	h.runner = &ingest.Runner{Pool: pool, Prefetch: 1} // the product default
 	return h
@@ -71,7 +74,7 @@ func (h *harness) run(stream string) ingest.Result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return h.runner.Run(ctx, nil, ingest.Target{Source: h.source, Client: h.client, PageSize: h.pages}, s, nil)
+	return h.runner.Run(ctx, nil, ingest.Target{Source: h.source, Client: h.client, PageSize: h.pages, Prefixes: h.prefixes}, s, nil)
 }
 
 func (h *harness) mustRun(stream string) ingest.Result {

@@ -356,7 +356,7 @@ func TestRejectedRecords(t *testing.T) {
 			t.Errorf("rejected_records %q lacks %q", got, want)
 		}
 	}
-	if got := h.text(`SELECT record FROM erp.rejected_records WHERE record_id = '777777'`); !strings.Contains(got, `"12,50"`) {
+	if got := h.text(`SELECT convert_from(record, 'UTF8') FROM erp.rejected_records WHERE record_id = '777777'`); !strings.Contains(got, `"12,50"`) {
 		t.Errorf("raw record not kept: %s", got)
 	}
 }

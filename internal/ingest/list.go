@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,7 +44,7 @@ type Column struct {
 // is a value of this type plus the migration of its table.
 type List struct {
 	Stream string     // the stream's name; its table is erp.<Stream>
-	Path   string     // the list route
+	Path   string     // the list route; it may start with a {prefix} (see Target.Prefixes)
 	Query  url.Values // filters sent with every page
 	Paging erp.Paging // how the first page is asked for; answers' own paging is followed anyway
 	// Permission is the ERP permission the route needs, as the API
@@ -75,8 +73,8 @@ func (l *List) Name() string { return l.Stream }
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.
 func (l *List) Validate() error {
-	if l.Path == "" || !strings.HasPrefix(l.Path, "/") {
-		return fmt.Errorf("path %q must start with /", l.Path)
+	if !strings.HasPrefix(l.Path, "/") && !strings.HasPrefix(l.Path, "{") {
+		return fmt.Errorf("path %q must start with / (or a {prefix})", l.Path)
 	}
 	cols := make([]string, len(l.Columns))
 	for i, c := range l.Columns {
@@ -100,9 +98,10 @@ func (l *List) Table() *db.Table { return l.table }
 // resumable: only a cursor says where an interrupted sweep stopped.
 func (l *List) resumable() bool { return l.Paging == erp.CursorPaged }
 
-// request is the walk of the route from cursor ("" for the first page).
-func (l *List) request(pageSize int, cursor string) erp.ListRequest {
-	return erp.ListRequest{Path: l.Path, Query: l.Query, Paging: l.Paging, PageSize: pageSize, Cursor: cursor}
+// request is the walk of the route for a source, from cursor ("" for the
+// first page).
+func (l *List) request(t Target, cursor string) erp.ListRequest {
+	return erp.ListRequest{Path: t.Path(l.Path), Query: l.Query, Paging: l.Paging, PageSize: t.PageSize, Cursor: cursor}
 }
 
 // prepare checks and converts a page's records. It is pure CPU work, done
@@ -131,6 +130,7 @@ func (l *List) prepare(p *erp.Page) *batch {
 		// rows with one key in one INSERT would fail the whole page.
 		if i, dup := index[row.ID]; dup {
 			b.rows[i] = row
+			addDrift(drift, "id", "duplicate", "listed twice on one page; the last copy kept", row.ID)
 			continue
 		}
 		index[row.ID] = len(b.rows)
@@ -146,14 +146,6 @@ func (l *List) prepare(p *erp.Page) *batch {
 }
 
 func (l *List) convert(raw json.RawMessage, pre *erp.Record, values []any) (db.Row, erp.Record, error) {
-	// Postgres refuses \u0000 and invalid UTF-8 in jsonb: one such
-	// record must not fail its whole page.
-	if bytes.Contains(raw, []byte(`\u0000`)) {
-		return db.Row{}, erp.Record{}, fmt.Errorf("record contains \\u0000, which Postgres jsonb cannot store")
-	}
-	if !utf8.Valid(raw) {
-		return db.Row{}, erp.Record{}, fmt.Errorf("record is not valid UTF-8")
-	}
 	var rec erp.Record
 	if pre != nil {
 		rec = *pre
@@ -163,6 +155,9 @@ func (l *List) convert(raw json.RawMessage, pre *erp.Record, values []any) (db.R
 			return db.Row{}, erp.Record{}, err
 		}
 	}
+	if err := CheckRecord(rec); err != nil {
+		return db.Row{}, rec, err
+	}
 	id, ok, err := rec.Text("id")
 	if err != nil {
 		return db.Row{}, rec, err
@@ -170,17 +165,18 @@ func (l *List) convert(raw json.RawMessage, pre *erp.Record, values []any) (db.R
 	if !ok || id == "" {
 		return db.Row{}, rec, fmt.Errorf("record has no id")
 	}
+	if err := db.CheckKey("id", id); err != nil {
+		return db.Row{}, rec, err
+	}
 	row := db.Row{ID: id, Values: values, Payload: raw, Hash: sha256.Sum256(raw)}
 	for i, c := range l.Columns {
 		switch c.Type {
 		case Money:
-			d, ok, err := rec.Money(c.Field)
+			v, err := MoneyField(rec, c.Field)
 			if err != nil {
 				return db.Row{}, rec, err
 			}
-			if ok {
-				row.Values[i] = db.Numeric(d)
-			}
+			row.Values[i] = v
 		case Bool:
 			v, ok, err := rec.Bool(c.Field)
 			if err != nil {
@@ -207,14 +203,7 @@ func (l *List) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Drif
 	if l.Expect == nil {
 		return
 	}
-	add := func(field, change, detail, example string) {
-		k := [3]string{field, change, detail}
-		if d, ok := acc[k]; ok {
-			d.Count++
-			return
-		}
-		acc[k] = &db.Drift{Field: field, Change: change, Detail: detail, Example: example, Count: 1}
-	}
+	add := func(field, change, detail, example string) { addDrift(acc, field, change, detail, example) }
 	for _, e := range l.expect {
 		raw, ok := rec.Get(e.field)
 		if !ok {
@@ -240,4 +229,14 @@ func (l *List) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Drif
 			add(c.Field, "scale", fmt.Sprintf("expected %d fractional digits, got %d", c.Scale, max(got, 0)), text)
 		}
 	}
+}
+
+// addDrift counts one difference in a page's drift.
+func addDrift(acc map[[3]string]*db.Drift, field, change, detail, example string) {
+	k := [3]string{field, change, detail}
+	if d, ok := acc[k]; ok {
+		d.Count++
+		return
+	}
+	acc[k] = &db.Drift{Field: field, Change: change, Detail: detail, Example: example, Count: 1}
 }

@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +34,7 @@ type Run struct {
 	stats   model.RunStats
 	notes   []string
 	freshAt time.Time
+	held    int64         // rows the deletion guard held
 	rejects []db.Rejected // reported since the last commit
 }
 
@@ -43,6 +46,23 @@ func (r *Run) Scope() model.Scope { return r.scope }
 
 // PageSize is the number of records to ask for per page.
 func (r *Run) PageSize() int { return r.target.PageSize }
+
+// Path is p with a leading {name} replaced by the source's prefix of that
+// name (see Target.Prefixes).
+func (r *Run) Path(p string) string { return r.target.Path(p) }
+
+// Path is p with a leading {name} replaced by the source's prefix of that
+// name; an unknown name is left as it is, to fail visibly.
+func (t Target) Path(p string) string {
+	if !strings.HasPrefix(p, "{") {
+		return p
+	}
+	name, rest, ok := strings.Cut(p[1:], "}")
+	if prefix, known := t.Prefixes[name]; ok && known {
+		return strings.TrimSuffix(prefix, "/") + rest
+	}
+	return p
+}
 
 // Log is the run's logger (source and stream attached).
 func (r *Run) Log() *slog.Logger { return r.log }
@@ -186,7 +206,7 @@ func (r *Run) endPages(ctx context.Context, tx pgx.Tx, e *epilogue) (next db.Che
 	if !end.last {
 		return next, freshAt, 0, nil
 	}
-	if deleted, err = r.markDeletions(ctx, tx, e.table, next); err != nil {
+	if deleted, err = r.markDeletions(ctx, tx, e.table, next, end); err != nil {
 		return next, freshAt, 0, err
 	}
 	freshAt, err = db.CompleteSweep(ctx, tx, next)
@@ -195,7 +215,7 @@ func (r *Run) endPages(ctx context.Context, tx pgx.Tx, e *epilogue) (next db.Che
 
 // markDeletions marks the rows of the run's scope that the completed
 // sweep did not see, unless it cannot be sure it saw them all.
-func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp db.Checkpoint) (int64, error) {
+func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp db.Checkpoint, end *batch) (int64, error) {
 	// A bulk load began on a table without rows of the source, so every
 	// row there now was written by this sweep: nothing to mark.
 	if cp.BulkLoad {
@@ -212,7 +232,106 @@ func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp 
 		r.Note("sweep %d: deletions not marked (seen-list lost in a database restart)", cp.SweepID)
 		return 0, nil
 	}
-	return table.MarkDeleted(ctx, tx, db.Scope{Scope: r.scope, SweepID: cp.SweepID})
+	if end.total >= 0 {
+		// The ERP said how long the list is. Pages read by offset can
+		// skip a record when the list shifts between two of them: a sweep
+		// that saw fewer records than stated marks nothing.
+		seen, err := db.SeenDistinct(ctx, tx, cp.SweepID)
+		if err != nil {
+			return 0, err
+		}
+		if seen < end.total {
+			r.log.Warn("sweep saw fewer records than the ERP said the list holds; not marking deletions", "seen", seen, "stated", end.total)
+			r.Note("sweep %d: deletions not marked (the ERP stated %d records, the sweep saw %d)", cp.SweepID, end.total, seen)
+			return 0, nil
+		}
+	}
+	sc := db.Scope{Scope: r.scope, SweepID: cp.SweepID}
+	n, _, err := table.Gone(ctx, tx, sc, false)
+	if err != nil {
+		return 0, err
+	}
+	return r.MarkGone(ctx, tx, Deletions{
+		Rows: n,
+		Live: n + cp.Rows,
+		Digest: func() ([]byte, error) {
+			_, d, err := table.Gone(ctx, tx, sc, true)
+			return d, err
+		},
+		Mark: func() (int64, error) { return table.MarkDeleted(ctx, tx, sc) },
+	})
+}
+
+// Deletions are rows a complete read of a stream found gone, not yet
+// marked: the deletion guard decides whether to mark them now.
+type Deletions struct {
+	Rows   int64                  // how many rows are gone
+	Live   int64                  // the stream's live rows before marking, these included
+	Digest func() ([]byte, error) // names which rows (asked only when holding)
+	Mark   func() (int64, error)  // marks them deleted, returning how many
+}
+
+// The deletion guard: a read that finds more than half of a stream's live
+// rows gone (and more than guardMinRows) is more likely an ERP answering
+// wrong (an empty list, a broken filter) than half the books deleted.
+// Such a deletion is held until guardConfirmations further complete
+// reads find the very same rows gone, or an operator confirms it.
+const (
+	guardMinRows       = 10
+	guardConfirmations = 2
+)
+
+// MarkGone marks d's rows deleted, or holds them by the deletion guard's
+// rule, and returns how many it marked. It runs in the transaction that
+// completes the read: a stream of its own calls it in its last Commit.
+func (r *Run) MarkGone(ctx context.Context, tx pgx.Tx, d Deletions) (int64, error) {
+	cp, err := db.LoadCheckpoint(ctx, tx, r.target.Source, r.name)
+	if err != nil {
+		return 0, err
+	}
+	mark := func() (int64, error) {
+		if cp.Held.Rows > 0 { // what was held is marked, or gone no more
+			if err := db.SetHeld(ctx, tx, r.target.Source, r.name, db.Held{}); err != nil {
+				return 0, err
+			}
+		}
+		if d.Rows == 0 {
+			return 0, nil
+		}
+		return d.Mark()
+	}
+	if d.Rows <= guardMinRows || d.Rows*2 <= d.Live {
+		return mark()
+	}
+	if r.runner.ConfirmDeletions {
+		r.Note("%d of %d live rows gone: marked deleted, as the operator confirmed", d.Rows, d.Live)
+		return mark()
+	}
+	digest, err := d.Digest()
+	if err != nil {
+		return 0, err
+	}
+	held := cp.Held
+	if held.Rows == d.Rows && bytes.Equal(held.Digest, digest) {
+		held.Sweeps++
+	} else {
+		held = db.Held{Rows: d.Rows, Digest: digest, Sweeps: 1, Since: time.Now()}
+	}
+	if held.Sweeps > guardConfirmations {
+		r.log.Warn("held deletion confirmed by consecutive complete sweeps; marking", "rows", d.Rows, "sweeps", held.Sweeps)
+		r.Note("%d of %d live rows gone in %d complete sweeps in a row since %s: marked deleted", d.Rows, d.Live,
+			held.Sweeps, held.Since.UTC().Format(time.RFC3339))
+		return mark()
+	}
+	if err := db.SetHeld(ctx, tx, r.target.Source, r.name, held); err != nil {
+		return 0, err
+	}
+	r.held = held.Rows
+	r.log.Warn("deletion held: too many live rows gone at once", "rows", d.Rows, "live", d.Live,
+		"sweeps_agreeing", held.Sweeps, "applied_after", guardConfirmations+1)
+	r.Note("deletion held: %d of %d live rows gone (sweep %d of %d that must agree; or confirm with erpsync sync --confirm-deletions %s)",
+		d.Rows, d.Live, held.Sweeps, guardConfirmations+1, r.name)
+	return 0, nil
 }
 
 // mergeDrift adds up the drift of several pages: one upsert statement

@@ -27,15 +27,14 @@ var errStopped = errors.New("stopped before the stream finished")
 type Observer interface {
 	// PageCommitted is called after every commit with what it wrote.
 	PageCommitted(source, stream string, st model.RunStats)
-	// RunFinished is called once per run that took the lock. freshAt is
-	// when the stream's data were last complete (zero if never).
-	RunFinished(source, stream string, status model.RunStatus, elapsed time.Duration, freshAt time.Time)
+	// RunFinished is called once per run that took the lock.
+	RunFinished(source, stream string, o model.RunOutcome)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) PageCommitted(string, string, model.RunStats)                          {}
-func (nopObserver) RunFinished(string, string, model.RunStatus, time.Duration, time.Time) {}
+func (nopObserver) PageCommitted(string, string, model.RunStats) {}
+func (nopObserver) RunFinished(string, string, model.RunOutcome) {}
 
 // Runner runs streams against the warehouse.
 type Runner struct {
@@ -46,6 +45,9 @@ type Runner struct {
 	// written. 0 fetches strictly after each commit, so a crash re-fetches
 	// at most one page; 1 overlaps the next fetch with the current write.
 	Prefetch int
+	// ConfirmDeletions lets the runs mark deleted what the deletion guard
+	// would hold: an operator's confirmation that the rows are gone.
+	ConfirmDeletions bool
 }
 
 // Target is a source as a run sees it.
@@ -53,6 +55,10 @@ type Target struct {
 	Source   string
 	Client   *erp.Client
 	PageSize int
+	// Prefixes are the installation's own path prefixes, by name: a
+	// stream's path that starts with {name} is read under that prefix
+	// (the messaging channel's differs between installations).
+	Prefixes map[string]string
 }
 
 // Result is the outcome of one run.
@@ -65,7 +71,9 @@ type Result struct {
 	// FreshAt is when the stream's data were complete, if this run
 	// completed them.
 	FreshAt time.Time
-	Err     error
+	// HeldDeletions is how many rows the deletion guard held.
+	HeldDeletions int64
+	Err           error
 }
 
 // Run runs one stream of one source once. Closing stop lets the commit in
@@ -81,10 +89,14 @@ func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 		log.Debug("sync skipped: another process holds the stream's lock")
 		return res
 	}
-	rn.obs().RunFinished(t.Source, s.Name(), res.Status, res.Elapsed, res.FreshAt)
+	rn.obs().RunFinished(t.Source, s.Name(), model.RunOutcome{Status: res.Status, Elapsed: res.Elapsed,
+		FreshAt: res.FreshAt, HeldDeletions: res.HeldDeletions})
 	attrs := []any{"status", res.Status, "run_id", res.RunID, "pages", res.Stats.Pages, "rows", res.Stats.Seen,
 		"inserted", res.Stats.Inserted, "updated", res.Stats.Updated, "unchanged", res.Stats.Unchanged,
 		"rejected", res.Stats.Rejected, "deleted", res.Stats.Deleted, "duration", res.Elapsed.Round(time.Millisecond)}
+	if res.HeldDeletions > 0 {
+		attrs = append(attrs, "deletions_held", res.HeldDeletions)
+	}
 	if res.Status == model.StatusFailed {
 		log.Error("sync finished", append(attrs, "err", res.Err)...)
 	} else {
@@ -131,7 +143,8 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 
 	r := &Run{runner: rn, target: t, name: name, conn: conn, runID: runID, log: log, progress: progress, stop: stop}
 	err = r.execute(ctx, s)
-	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, Err: err, Status: statusOf(err)}
+	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, HeldDeletions: r.held,
+		Err: err, Status: statusOf(err)}
 
 	// The run's context may be cancelled already; the outcome must still
 	// be written. If the lock's connection is gone, the pool's is used.

@@ -22,6 +22,7 @@ type batch struct {
 	received int
 	cursor   string // cursor of the next page ("" at the end, or when not resumable)
 	last     bool   // no page follows
+	total    int64  // the list's size as the ERP stated it; -1 unknown
 }
 
 // errNotYet is next's answer when its wait ran out before a page came.
@@ -99,7 +100,7 @@ func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 	s.fetched++
 	b := s.prepare(page)
 	b.page, b.number = page, n
-	b.last, b.cursor = s.lister.Done(), s.lister.Cursor()
+	b.last, b.cursor, b.total = s.lister.Done(), s.lister.Cursor(), s.lister.Total()
 	return fetched{b: b}
 }
 

@@ -78,7 +78,7 @@ func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
 // walk reads pages from a page source and hands them to a committer
 // until the sweep's last page is committed or something fails.
 func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
-	src := r.newPageSource(ctx, l.request(r.target.PageSize, cp.Cursor), cp.Pages, l.prepare)
+	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, l.prepare)
 	defer src.close()
 	c := &committer{run: r, list: l, sweep: cp, src: src}
 	for {

@@ -1,9 +1,48 @@
 package ingest
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 )
+
+// CheckRecord refuses a record Postgres could not store as it came: a
+// string with \u0000, a lone surrogate or invalid UTF-8; a number beyond
+// numeric; nesting too deep. Such a record is rejected with its bytes
+// kept, never stored altered, and the rest of its page goes on.
+func CheckRecord(rec erp.Record) error {
+	st := rec.Stats()
+	switch {
+	case st.InvalidUTF8:
+		return errors.New("record is not valid UTF-8, which Postgres cannot store")
+	case st.NULEscape:
+		return errors.New(`record contains \u0000, which Postgres jsonb cannot store`)
+	case st.LoneSurrogate:
+		return errors.New("record contains a lone UTF-16 surrogate escape, which Postgres jsonb cannot store")
+	case st.IntDigits > db.MaxNumericIntDigits:
+		return fmt.Errorf("record holds a number of %d integer digits, beyond the %d Postgres numeric holds", st.IntDigits, db.MaxNumericIntDigits)
+	case st.FracDigits > db.MaxNumericScale:
+		return fmt.Errorf("record holds a number of %d fractional digits, beyond the %d Postgres numeric holds", st.FracDigits, db.MaxNumericScale)
+	case st.Depth > db.MaxJSONDepth:
+		return fmt.Errorf("record is nested %d levels deep, beyond the %d erpsync stores", st.Depth, db.MaxJSONDepth)
+	}
+	return nil
+}
+
+// KeyField returns a string or number field used as (part of) a key:
+// present, and storable and indexable by Postgres.
+func KeyField(rec erp.Record, field string) (string, error) {
+	v, ok, err := rec.Text(field)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok || v == "":
+		return "", fmt.Errorf("record has no %s", field)
+	}
+	return v, db.CheckKey(field, v)
+}
 
 // Field readers for streams that are not a List: each reads one top-level
 // field of a record the way List columns are read, and returns nil when
@@ -19,11 +58,14 @@ func TextField(rec erp.Record, field string) (*string, error) {
 }
 
 // MoneyField returns a decimal field (a JSON number or string) as an
-// exact numeric for pgx.
+// exact numeric for pgx, refusing one Postgres numeric cannot hold.
 func MoneyField(rec erp.Record, field string) (any, error) {
 	d, ok, err := rec.Money(field)
 	if err != nil || !ok {
 		return nil, err
+	}
+	if err := db.CheckNumeric(d); err != nil {
+		return nil, fmt.Errorf("money field %s: %w", field, err)
 	}
 	return db.Numeric(d), nil
 }

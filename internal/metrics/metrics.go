@@ -29,6 +29,11 @@ type Metrics struct {
 	duration    *prometheus.HistogramVec
 	lastSuccess *prometheus.GaugeVec
 	lastFailed  *prometheus.GaugeVec
+	held        *prometheus.GaugeVec
+	skipped     *prometheus.CounterVec
+	lockHeld    *prometheus.GaugeVec
+	interval    *prometheus.GaugeVec
+	pruned      *prometheus.CounterVec
 	ready       prometheus.Gauge
 }
 
@@ -65,6 +70,26 @@ func New() *Metrics {
 		lastFailed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_last_run_failed", Help: "1 if the last run of the stream failed, else 0.",
 		}, []string{"source", "stream"}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "erpsync_deletions_held",
+			Help: "Rows the last complete sweep found gone but the deletion guard did not mark (0: none held).",
+		}, []string{"source", "stream"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "erpsync_runs_skipped_total",
+			Help: "Scheduled runs not made, by reason: locked (another process holds the stream's lock), capacity (no run slot free before the next tick).",
+		}, []string{"source", "stream", "reason"}),
+		lockHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "erpsync_lock_held_by_other_seconds",
+			Help: "How long another process has held the stream's lock, as this process last found it (0: it ran the stream itself).",
+		}, []string{"source", "stream"}),
+		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "erpsync_schedule_interval_seconds",
+			Help: "Seconds between two scheduled runs of the stream (for cron specs, the next interval).",
+		}, []string{"source", "stream"}),
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "erpsync_pruned_rows_total",
+			Help: "Bookkeeping rows removed by retention, by table (sync_runs, rejected_records).",
+		}, []string{"table"}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "erpsync_ready", Help: "1 while /readyz answers ready.",
 		}),
@@ -75,7 +100,7 @@ func New() *Metrics {
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.rows, m.pages, m.requests, m.retries, m.rateWait, m.duration,
-		m.lastSuccess, m.lastFailed, m.ready, info,
+		m.lastSuccess, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.ready, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -88,9 +113,17 @@ func (m *Metrics) Handler() http.Handler {
 // Registry is exposed for tests.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Declare creates a stream's series at zero, so dashboards and alerts see
-// them before the first run.
-func (m *Metrics) Declare(source, stream string) {
+// Declare creates a stream's series at zero (and its schedule's
+// interval), so dashboards and alerts see them before the first run.
+func (m *Metrics) Declare(source, stream string, interval time.Duration) {
+	m.interval.WithLabelValues(source, stream).Set(interval.Seconds())
+	for _, reason := range []string{SkipLocked, SkipCapacity} {
+		m.skipped.WithLabelValues(source, stream, reason)
+	}
+	m.lockHeld.WithLabelValues(source, stream)
+	for _, table := range []string{"sync_runs", "rejected_records"} {
+		m.pruned.WithLabelValues(table)
+	}
 	for _, st := range model.FinalStatuses {
 		m.runs.WithLabelValues(source, stream, string(st))
 	}
@@ -99,6 +132,29 @@ func (m *Metrics) Declare(source, stream string) {
 	}
 	m.pages.WithLabelValues(source, stream)
 	m.rateWait.WithLabelValues(source)
+	m.held.WithLabelValues(source, stream)
+}
+
+// Reasons a scheduled run is skipped.
+const (
+	SkipLocked   = "locked"
+	SkipCapacity = "capacity"
+)
+
+// Skipped counts a scheduled run not made.
+func (m *Metrics) Skipped(source, stream, reason string) {
+	m.skipped.WithLabelValues(source, stream, reason).Inc()
+}
+
+// LockHeldByOther records how long another process has held a stream's
+// lock (0 once this process ran it).
+func (m *Metrics) LockHeldByOther(source, stream string, d time.Duration) {
+	m.lockHeld.WithLabelValues(source, stream).Set(d.Seconds())
+}
+
+// Pruned counts bookkeeping rows removed by retention.
+func (m *Metrics) Pruned(table string, n int64) {
+	m.pruned.WithLabelValues(table).Add(float64(n))
 }
 
 // SetReady mirrors /readyz.
@@ -120,13 +176,14 @@ func (m *Metrics) PageCommitted(source, stream string, p model.RunStats) {
 }
 
 // RunFinished implements ingest.Observer.
-func (m *Metrics) RunFinished(source, stream string, status model.RunStatus, elapsed time.Duration, freshAt time.Time) {
-	m.runs.WithLabelValues(source, stream, string(status)).Inc()
-	m.duration.WithLabelValues(source, stream).Observe(elapsed.Seconds())
-	if !freshAt.IsZero() {
-		m.lastSuccess.WithLabelValues(source, stream).Set(float64(freshAt.UnixNano()) / 1e9)
+func (m *Metrics) RunFinished(source, stream string, o model.RunOutcome) {
+	m.runs.WithLabelValues(source, stream, string(o.Status)).Inc()
+	m.duration.WithLabelValues(source, stream).Observe(o.Elapsed.Seconds())
+	if !o.FreshAt.IsZero() {
+		m.lastSuccess.WithLabelValues(source, stream).Set(float64(o.FreshAt.UnixNano()) / 1e9)
+		m.held.WithLabelValues(source, stream).Set(float64(o.HeldDeletions))
 	}
-	switch status {
+	switch o.Status {
 	case model.StatusSucceeded:
 		m.lastFailed.WithLabelValues(source, stream).Set(0)
 	case model.StatusFailed:

@@ -4,6 +4,8 @@
 // commands can share these types without depending on one another.
 package model
 
+import "time"
+
 // RunStatus is the outcome of a run, as stored in erp.sync_runs.status
 // and used as the status label of the runs metric.
 type RunStatus string
@@ -39,4 +41,15 @@ func (s *RunStats) Add(o RunStats) {
 // the company and branch of the credentials that read it.
 type Scope struct {
 	Source, CompanyID, BranchID string
+}
+
+// RunOutcome is what a finished run tells its observers.
+type RunOutcome struct {
+	Status  RunStatus
+	Elapsed time.Duration
+	// FreshAt is when the stream's data were complete, if this run
+	// completed them (zero otherwise).
+	FreshAt time.Time
+	// HeldDeletions is how many rows the deletion guard held (0: none).
+	HeldDeletions int64
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -41,6 +42,7 @@ func (s balanceSheet) Sync(ctx context.Context, r *ingest.Run) error {
 		return fmt.Errorf("%s: %w", s.Name(), err)
 	}
 	var nodes []db.TreeNode
+	at := map[string]int{} // a node listed twice keeps its last copy
 	rejected := 0
 	var walk func(records []json.RawMessage, parent string, depth int) error
 	walk = func(records []json.RawMessage, parent string, depth int) error {
@@ -49,12 +51,19 @@ func (s balanceSheet) Sync(ctx context.Context, r *ingest.Run) error {
 		}
 		for i, raw := range records {
 			n, children, err := treeNode(raw, parent, depth, i)
-			if err != nil {
+			switch _, dup := at[n.Node]; {
+			case err != nil:
 				r.Reject(db.Rejected{RecordID: n.Node, Reason: err.Error(), Record: raw})
 				rejected++
-				continue
+			case dup:
+				i := at[n.Node]
+				r.Reject(db.Rejected{RecordID: n.Node, Reason: "node listed twice in the tree; the later copy kept", Record: nodes[i].Payload})
+				rejected++
+				nodes[i] = n
+			default:
+				at[n.Node] = len(nodes)
+				nodes = append(nodes, n)
 			}
-			nodes = append(nodes, n)
 			if children != nil {
 				sub, err := erp.DecodePage(route, children)
 				if err != nil {
@@ -81,23 +90,25 @@ func (s balanceSheet) Sync(ctx context.Context, r *ingest.Run) error {
 }
 
 // treeNode reads one node; its key is its id, else its code, else its
-// position under its parent.
+// position under its parent. Its children come back even when the node
+// itself cannot be used, so one bad node does not lose its subtree.
 func treeNode(raw json.RawMessage, parent string, depth, index int) (db.TreeNode, json.RawMessage, error) {
 	n := db.TreeNode{Parent: parent, Depth: depth, Payload: raw, Hash: sha256.Sum256(raw)}
 	rec, err := erp.ParseRecord(raw)
 	if err != nil {
 		return n, nil, err
 	}
-	if n.Code, err = ingest.TextField(rec, "code"); err != nil {
-		return n, nil, err
+	children, _ := rec.Get("children")
+	if erp.Kind(children) != "array" {
+		children = nil
 	}
-	if n.Name, err = ingest.TextField(rec, "name"); err != nil {
-		return n, nil, err
+	if n.Code, err = ingest.TextField(rec, "code"); err != nil {
+		return n, children, err
 	}
 	id, err := ingest.TextField(rec, "id")
 	switch {
 	case err != nil:
-		return n, nil, err
+		return n, children, err
 	case id != nil:
 		n.Node = *id
 	case n.Code != nil:
@@ -105,12 +116,34 @@ func treeNode(raw json.RawMessage, parent string, depth, index int) (db.TreeNode
 	default:
 		n.Node = parent + "/" + strconv.Itoa(index)
 	}
-	if n.Balance, err = ingest.MoneyField(rec, "balance"); err != nil {
-		return n, nil, err
+	if err := db.CheckKey("node", n.Node); err != nil {
+		return n, children, err
 	}
-	children, _ := rec.Get("children")
-	if erp.Kind(children) != "array" {
-		children = nil
+	if err := ingest.CheckRecord(rec); err != nil {
+		return n, children, err
+	}
+	if n.Name, err = ingest.TextField(rec, "name"); err != nil {
+		return n, children, err
+	}
+	if n.Balance, err = ingest.MoneyField(rec, "balance"); err != nil {
+		return n, children, err
 	}
 	return n, children, nil
+}
+
+// Probe reads today's tree.
+func (s balanceSheet) Probe(ctx context.Context, t ingest.Target) ingest.ProbeReport {
+	rep := ingest.ProbeReport{Stream: s.Name(), Route: s.path, Permission: "accounts.report.balance_sheet"}
+	body, err := t.Client.Get(ctx, s.path, url.Values{"date_to": {time.Now().UTC().Format(time.DateOnly)}})
+	if err == nil {
+		var page *erp.Page
+		if page, err = erp.DecodePage(erp.RouteLabel(s.path), body); err == nil {
+			rep.Status = http.StatusOK
+			rep.Page(page)
+			rep.Examine(page, nil, []string{"balance"}, nil)
+			return rep
+		}
+	}
+	rep.Failed(err)
+	return rep
 }

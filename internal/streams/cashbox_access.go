@@ -41,7 +41,19 @@ func (s cashboxAccess) Sync(ctx context.Context, r *ingest.Run) error {
 	}
 	// Grants of cashboxes the (whole) list no longer holds are gone.
 	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		n, err := db.MarkCashboxAccessGone(ctx, tx, r.Scope(), boxes)
+		gone, live, _, err := db.CashboxAccessGone(ctx, tx, r.Scope(), boxes, false)
+		if err != nil {
+			return model.RunStats{}, err
+		}
+		n, err := r.MarkGone(ctx, tx, ingest.Deletions{
+			Rows: gone,
+			Live: live,
+			Digest: func() ([]byte, error) {
+				_, _, d, err := db.CashboxAccessGone(ctx, tx, r.Scope(), boxes, true)
+				return d, err
+			},
+			Mark: func() (int64, error) { return db.MarkCashboxAccessGone(ctx, tx, r.Scope(), boxes) },
+		})
 		return model.RunStats{Deleted: n}, err
 	})
 }
@@ -108,6 +120,7 @@ func (s cashboxAccess) grants(ctx context.Context, r *ingest.Run, box string) er
 			}
 			row := db.AccessRow{User: user, Payload: raw, Hash: sha256.Sum256(raw)}
 			if i, dup := at[user]; dup {
+				r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: user %s listed twice; the later grant kept", box, user), Record: rows[i].Payload})
 				rows[i] = row
 				continue
 			}
@@ -127,16 +140,50 @@ func (s cashboxAccess) grants(ctx context.Context, r *ingest.Run, box string) er
 // username that is there.
 func grantUser(raw []byte) (string, error) {
 	rec, err := erp.ParseRecord(raw)
+	if err == nil {
+		err = ingest.CheckRecord(rec)
+	}
 	if err != nil {
 		return "", err
 	}
 	for _, field := range []string{"user_id", "user", "id", "username"} {
-		if user, err := ingest.TextField(rec, field); err != nil || user != nil {
-			if err != nil {
-				return "", err
-			}
-			return *user, nil
+		if _, ok, err := rec.Text(field); err != nil || ok {
+			return ingest.KeyField(rec, field)
 		}
 	}
 	return "", errors.New("grant names no user (user_id, user, id or username)")
+}
+
+// Probe reads the access list of the first cashbox listed.
+func (s cashboxAccess) Probe(ctx context.Context, t ingest.Target) ingest.ProbeReport {
+	rep := ingest.ProbeReport{Stream: s.Name(), Route: s.path + "{cashbox_id}/access/"}
+	boxes := t.Client.List(erp.ListRequest{Path: s.path})
+	page, err := boxes.Next(ctx)
+	if err != nil {
+		rep.Route = s.path // the cashbox list refused, not an access list
+		rep.Failed(err)
+		return rep
+	}
+	box := ""
+	for _, rec := range page.Parsed {
+		if id, ok, err := rec.Text("id"); err == nil && ok && id != "" {
+			box = id
+			break
+		}
+	}
+	page.Release()
+	if box == "" {
+		rep.Status, rep.Problem = http.StatusOK, "no cashbox with an id is listed: no access list to read"
+		return rep
+	}
+	access, err := t.Client.List(erp.ListRequest{Path: erp.DetailPath(s.path, box, "/access/")}).Next(ctx)
+	if err != nil {
+		rep.Failed(err)
+		return rep
+	}
+	defer access.Release()
+	rep.Status = http.StatusOK
+	rep.Page(access)
+	rep.Examine(access, []string{"user_id", "user", "id", "username"}, nil, nil)
+	return rep
 }

@@ -102,17 +102,19 @@ func previewLines(r *ingest.Run, path string, body []byte) ([]db.JournalLine, in
 		return nil, 0, err
 	}
 	var lines []db.JournalLine
-	seen := map[string]bool{}
+	at := map[string]int{} // a line listed twice keeps its last copy
 	for i, raw := range page.Records {
 		l, err := previewLine(raw, i)
-		if err == nil && seen[l.Line] {
-			err = fmt.Errorf("line %s listed twice", l.Line)
-		}
 		if err != nil {
 			r.Reject(db.Rejected{RecordID: l.Line, Reason: err.Error(), Record: raw})
 			continue
 		}
-		seen[l.Line] = true
+		if j, dup := at[l.Line]; dup {
+			r.Reject(db.Rejected{RecordID: l.Line, Reason: "line listed twice; the later copy kept", Record: lines[j].Payload})
+			lines[j] = l
+			continue
+		}
+		at[l.Line] = len(lines)
 		lines = append(lines, l)
 	}
 	return lines, len(page.Records), nil
@@ -121,13 +123,16 @@ func previewLines(r *ingest.Run, path string, body []byte) ([]db.JournalLine, in
 func previewLine(raw json.RawMessage, index int) (db.JournalLine, error) {
 	l := db.JournalLine{Line: strconv.Itoa(index + 1), Payload: raw}
 	rec, err := erp.ParseRecord(raw)
+	if err == nil {
+		err = ingest.CheckRecord(rec)
+	}
 	if err != nil {
 		return l, err
 	}
-	if n, err := ingest.TextField(rec, "line"); err != nil {
-		return l, err
-	} else if n != nil {
-		l.Line = *n
+	if _, ok, err := rec.Text("line"); err != nil || ok {
+		if l.Line, err = ingest.KeyField(rec, "line"); err != nil {
+			return l, err
+		}
 	}
 	if l.AccountCode, err = ingest.TextField(rec, "account_code"); err != nil {
 		return l, err
@@ -139,4 +144,52 @@ func previewLine(raw json.RawMessage, index int) (db.JournalLine, error) {
 		return l, err
 	}
 	return l, nil
+}
+
+// Probe reads the journal preview of the first journal entry listed.
+func (s journalLines) Probe(ctx context.Context, t ingest.Target) ingest.ProbeReport {
+	d := documents[0]
+	rep := ingest.ProbeReport{Stream: s.Name(), Route: d.path + "{pk}/journal-preview/", Permission: d.preview}
+	docs, err := t.Client.List(erp.ListRequest{Path: d.path, Paging: d.paging, PageSize: 1}).Next(ctx)
+	if err != nil {
+		rep.Route, rep.Permission = d.path, d.permission // the list refused, not a preview
+		rep.Failed(err)
+		return rep
+	}
+	id := ""
+	for _, rec := range docs.Parsed {
+		if v, ok, err := rec.Text("id"); err == nil && ok && v != "" {
+			id = v
+			break
+		}
+	}
+	docs.Release()
+	if id == "" {
+		rep.Status, rep.Problem = http.StatusOK, "no "+d.kind+" with an id is listed: no journal preview to read"
+		return rep
+	}
+	path := erp.DetailPath(d.path, id, "/journal-preview/")
+	body, err := t.Client.Get(ctx, path, nil)
+	if err != nil {
+		rep.Failed(err)
+		return rep
+	}
+	list := json.RawMessage(body)
+	if erp.Kind(body) != "array" {
+		rec, _, err := erp.DecodeObject(erp.RouteLabel(path), body)
+		if err != nil {
+			rep.Failed(err)
+			return rep
+		}
+		list, _ = rec.Get("lines")
+	}
+	page, err := erp.DecodePage(erp.RouteLabel(path), list)
+	if err != nil {
+		rep.Failed(err)
+		return rep
+	}
+	rep.Status = http.StatusOK
+	rep.Page(page)
+	rep.Examine(page, nil, []string{"debit", "credit"}, nil)
+	return rep
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"net/http"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,17 +14,18 @@ import (
 	"github.com/erpsync/erpsync/internal/model"
 )
 
-// Messaging is the messaging channel: four lists, whose fields the
+// Messaging is the messaging channel, under the installation's messaging
+// prefix ({messaging}, /messaging by default): four lists, whose fields the
 // reference does not show (no typed columns, no expectations: everything
 // is in payload), and a statistics snapshot. The channel's settings are
 // never read: they may hold its secrets.
 func Messaging() []ingest.Stream {
 	out := []ingest.Stream{MessagingStats()}
 	for _, l := range []struct{ stream, path string }{
-		{"messaging_conversations", "/messaging/api/conversations/"},
-		{"messaging_messages", "/messaging/api/messages/"},
-		{"messaging_templates", "/messaging/api/templates/"},
-		{"messaging_queue", "/messaging/api/queue/"},
+		{"messaging_conversations", "{messaging}/api/conversations/"},
+		{"messaging_messages", "{messaging}/api/messages/"},
+		{"messaging_templates", "{messaging}/api/templates/"},
+		{"messaging_queue", "{messaging}/api/queue/"},
 	} {
 		out = append(out, &ingest.List{Stream: l.stream, Path: l.path})
 	}
@@ -35,18 +37,26 @@ func Messaging() []ingest.Stream {
 type messagingStats struct{ path string }
 
 // MessagingStats is the messaging statistics stream.
-func MessagingStats() ingest.Stream { return messagingStats{path: "/messaging/api/stats/"} }
+func MessagingStats() ingest.Stream { return messagingStats{path: "{messaging}/api/stats/"} }
 
 func (messagingStats) Name() string { return "messaging_stats" }
 
 func (s messagingStats) Sync(ctx context.Context, r *ingest.Run) error {
-	body, err := r.Client().Get(ctx, s.path, nil)
+	path := r.Path(s.path)
+	body, err := r.Client().Get(ctx, path, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Name(), err)
 	}
-	_, payload, err := erp.DecodeObject(erp.RouteLabel(s.path), body)
+	rec, payload, err := erp.DecodeObject(erp.RouteLabel(path), body)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Name(), err)
+	}
+	if err := ingest.CheckRecord(rec); err != nil {
+		// The snapshot cannot be stored as it came: set aside, not failed.
+		r.Reject(db.Rejected{Reason: err.Error(), Record: payload})
+		return r.Commit(ctx, func(context.Context, pgx.Tx) (model.RunStats, error) {
+			return model.RunStats{Pages: 1, Seen: 1}, nil
+		})
 	}
 	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 		wrote, err := db.AppendMessagingStats(ctx, tx, r.Scope(), payload, sha256.Sum256(payload))
@@ -56,4 +66,23 @@ func (s messagingStats) Sync(ctx context.Context, r *ingest.Run) error {
 		}
 		return st, err
 	})
+}
+
+// Probe reads the statistics once.
+func (s messagingStats) Probe(ctx context.Context, t ingest.Target) ingest.ProbeReport {
+	path := t.Path(s.path)
+	rep := ingest.ProbeReport{Stream: s.Name(), Route: path}
+	body, err := t.Client.Get(ctx, path, nil)
+	if err == nil {
+		var rec erp.Record
+		if rec, _, err = erp.DecodeObject(erp.RouteLabel(path), body); err == nil {
+			rep.Status, rep.Envelope, rep.Records, rep.WithID = http.StatusOK, "object", 1, 1
+			if err := ingest.CheckRecord(rec); err != nil {
+				rep.Rejected, rep.RejectedReason = 1, err.Error()
+			}
+			return rep
+		}
+	}
+	rep.Failed(err)
+	return rep
 }

@@ -31,16 +31,48 @@ func AdminURL() string {
 	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 }
 
+// Admin connects to the test server as its administrator, closed by the
+// caller. Without a server the test is skipped on a developer's machine,
+// but fails where a database was promised (CI set, or TEST_DATABASE_URL):
+// a suite whose every database test skipped must not pass there.
+func Admin(t testing.TB) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err == nil {
+		return conn
+	}
+	if promised() {
+		t.Fatalf("no Postgres for tests at %s: %v", redacted(AdminURL()), err)
+	}
+	t.Skipf("no Postgres for tests at TEST_DATABASE_URL / 127.0.0.1:5432 (set CI or TEST_DATABASE_URL to make this a failure): %v", err)
+	return nil
+}
+
+// promised: in CI, or with TEST_DATABASE_URL set, a database is part of
+// the test environment and its absence is a failure.
+func promised() bool { return os.Getenv("CI") != "" || os.Getenv("TEST_DATABASE_URL") != "" }
+
+// redacted drops a password from a connection URL.
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "TEST_DATABASE_URL"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
 // New creates a fresh migrated database for t, dropped when t ends, and
 // returns its URL.
 func New(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, AdminURL())
-	if err != nil {
-		t.Skipf("no Postgres for tests at TEST_DATABASE_URL / 127.0.0.1:5432: %v", err)
-	}
+	admin := Admin(t)
 	defer admin.Close(ctx)
 
 	tmpl := "erpsync_tmpl_" + schemaHash()
@@ -51,17 +83,33 @@ func New(t testing.TB) string {
 	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
 		t.Fatalf("creating test database: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		c, err := pgx.Connect(ctx, AdminURL())
-		if err != nil {
-			return
-		}
-		defer c.Close(ctx)
-		c.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
-	})
+	t.Cleanup(func() { dropDatabase(name) })
 	return withDB(AdminURL(), name)
+}
+
+// Empty creates a database with no schema at all, dropped when t ends,
+// and returns its URL.
+func Empty(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := Admin(t)
+	defer admin.Close(ctx)
+	name := "erpsync_t_empty_" + randomHex(6)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+	t.Cleanup(func() { dropDatabase(name) })
+	return withDB(AdminURL(), name)
+}
+
+func dropDatabase(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if c, err := pgx.Connect(ctx, AdminURL()); err == nil {
+		c.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
+		c.Close(ctx)
+	}
 }
 
 // Pool opens a pool on a fresh database, closed when t ends.
@@ -144,9 +192,6 @@ func schemaHash() string {
 	})
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
-
-// URLFor is the URL of database name on the test server.
-func URLFor(name string) string { return withDB(AdminURL(), name) }
 
 func withDB(admin, name string) string {
 	u, err := url.Parse(admin)
