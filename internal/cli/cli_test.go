@@ -495,6 +495,19 @@ func TestMigrateTwice(t *testing.T) {
 		t.Fatalf("no embedded migrations (%v)", err)
 	}
 	env := environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_LOG_FORMAT=json")
+	// Before migrating: every command that reads the schema says so, as
+	// a configuration problem (exit 2), not a Postgres error.
+	for _, args := range [][]string{{"status"}, {"status", "--json"}} {
+		r := runMain(t, env, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "the schema is not there yet: run `erpsync migrate`") || strings.Contains(r.stderr, "42P01") {
+			t.Errorf("erpsync %s on a database never migrated: want exit 2 and a hint to migrate\n%s", strings.Join(args, " "), r)
+		}
+	}
+	r := runMain(t, environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_AUTO_MIGRATE=false", "ERPSYNC_ERP_BASE_URL=http://127.0.0.1:1",
+		"ERPSYNC_ERP_USERNAME=u", "ERPSYNC_ERP_PASSWORD=p"), "sync")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "run `erpsync migrate`") {
+		t.Errorf("sync with auto-migrate off on a database never migrated: want exit 2 and a hint\n%s", r)
+	}
 	applied := regexp.MustCompile(`migrations applied: (\d+)`)
 	for i, want := range []int{len(sqlFiles), 0} {
 		r := runMain(t, env, "migrate")
@@ -510,7 +523,7 @@ func TestMigrateTwice(t *testing.T) {
 		}
 	}
 	// The schema is there, and DATABASE_URL alone is accepted too.
-	r := runMain(t, environ("DATABASE_URL="+dbURL), "status", "--json")
+	r = runMain(t, environ("DATABASE_URL="+dbURL), "status", "--json")
 	if r.code != exitOK || strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("status on the migrated database: want exit 0 and [], got\n%s", r)
 	}
@@ -534,5 +547,44 @@ func TestProgressLineClearedBeforeLog(t *testing.T) {
 	out.Reset()
 	if p := progressPrinter(&terminal{w: &out}, "default", "invoices"); p != nil {
 		t.Error("a progress printer off a terminal")
+	}
+}
+
+// status warns of what needs an operator: a run that has held its lock
+// for more than three intervals of its schedule, and held deletions.
+func TestStatusWarns(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.New(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `
+INSERT INTO erp.sync_runs (source, stream, status, started_at) VALUES ('default', 'invoices', 'running', now() - interval '1 hour');
+INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_deletions) VALUES ('default', 'cashboxes', now(), 40);`); err != nil {
+		t.Fatal(err)
+	}
+	r := runMain(t, environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL=https://erp.example.com"), "status", "--json")
+	if r.code != exitOK {
+		t.Fatalf("status: %s", r)
+	}
+	var st []struct {
+		Stream  string `json:"stream"`
+		Warning string `json:"warning"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range st {
+		got[s.Stream] = s.Warning
+	}
+	if !strings.Contains(got["invoices"], "running for 1h0m") || !strings.Contains(got["invoices"], "3x its schedule") {
+		t.Errorf("invoices warning %q, want the run held an hour against its 5-minute schedule", got["invoices"])
+	}
+	if !strings.Contains(got["cashboxes"], "40 deletions held") || !strings.Contains(got["cashboxes"], "--confirm-deletions cashboxes") {
+		t.Errorf("cashboxes warning %q", got["cashboxes"])
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/model"
 )
@@ -35,6 +37,7 @@ func cmdStatus(e *env) error {
 	if err != nil {
 		return err
 	}
+	warn(st, cfg, time.Now())
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -47,13 +50,43 @@ func cmdStatus(e *env) error {
 	return nil
 }
 
+// warn notes what an operator should look at: a run that has held its
+// stream's lock for more than a few intervals of its schedule (stuck, or
+// its process gone with its session still open), data older than that,
+// deletions held by the guard.
+func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
+	for i := range st {
+		s := &st[i]
+		interval := time.Duration(0)
+		for _, src := range cfg.Sources {
+			if sc, ok := src.Stream(s.Stream); ok && src.Name == s.Source {
+				if sched, err := config.ParseSchedule(sc.Schedule); err == nil {
+					interval = config.Interval(sched, now)
+				}
+			}
+		}
+		var notes []string
+		limit := model.OverdueFactor * interval
+		if s.LastRunStatus == model.StatusRunning && s.LastRunStarted != nil && interval > 0 && now.Sub(*s.LastRunStarted) > limit {
+			notes = append(notes, fmt.Sprintf("running for %s, more than %dx its schedule", now.Sub(*s.LastRunStarted).Round(time.Second), model.OverdueFactor))
+		}
+		if s.FreshnessSecs != nil && interval > 0 && time.Duration(*s.FreshnessSecs*float64(time.Second)) > limit {
+			notes = append(notes, fmt.Sprintf("data %s old, more than %dx its schedule", (time.Duration(*s.FreshnessSecs)*time.Second).Round(time.Second), model.OverdueFactor))
+		}
+		if s.HeldDeletions > 0 {
+			notes = append(notes, fmt.Sprintf("%d deletions held: erpsync sync --confirm-deletions %s, if they are real", s.HeldDeletions, s.Stream))
+		}
+		s.Warning = strings.Join(notes, "; ")
+	}
+}
+
 func printStatus(w io.Writer, st []model.StreamStatus) {
 	if len(st) == 0 {
 		fmt.Fprintln(w, "no stream has run yet")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLAST RUN\tFINISHED\tDATA AS OF\tFRESHNESS\tSWEEP\tLAST ERROR")
+	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLAST RUN\tFINISHED\tDATA AS OF\tFRESHNESS\tSWEEP\tLAST ERROR\tWARNING")
 	for _, s := range st {
 		sweep := "idle"
 		if s.SweepInProgress {
@@ -63,8 +96,8 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 		if s.FreshnessSecs != nil {
 			fresh = (time.Duration(*s.FreshnessSecs) * time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(string(s.LastRunStatus)), ts(s.LastRunFinished),
-			ts(s.LastSuccess), fresh, sweep, dash(oneLine(s.LastError, 80)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(string(s.LastRunStatus)), ts(s.LastRunFinished),
+			ts(s.LastSuccess), fresh, sweep, dash(oneLine(s.LastError, 80)), dash(s.Warning))
 	}
 	tw.Flush()
 }

@@ -598,6 +598,13 @@ func validateSource(s Source, opts Options) error {
 	return nil
 }
 
+// Interval is the time between the two ticks of a schedule that follow
+// now: the interval of @every, the next one of a cron spec.
+func Interval(s cron.Schedule, now time.Time) time.Duration {
+	first := s.Next(now)
+	return s.Next(first).Sub(first)
+}
+
 // ParseSchedule accepts standard 5-field cron specs, descriptors such as
 // @every 5m or @hourly, and a CRON_TZ= prefix.
 func ParseSchedule(spec string) (cron.Schedule, error) {

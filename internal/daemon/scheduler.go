@@ -53,7 +53,7 @@ func (s *scheduler) Start(ctx context.Context) error {
 			}
 			j := &job{s: s, stream: st, schedule: sched, target: d.Targets[src.Name],
 				log: d.Log.With("source", src.Name, "stream", sc.Name)}
-			j.interval = j.period(time.Now())
+			j.interval = config.Interval(sched, time.Now())
 			s.jobs = append(s.jobs, j)
 			d.Metrics.Declare(src.Name, sc.Name, j.interval)
 		}
@@ -105,10 +105,6 @@ type job struct {
 // failureBackoff: a second failure in a row waits 10 s, then doubling up
 // to 15 minutes; refused credentials back off from the first failure.
 var failureBackoff = backoff.Policy{Base: 10 * time.Second, Max: 15 * time.Minute}
-
-// lockHeldTooLong: a holder of a stream's lock that has run it for more
-// than this many of its schedule's intervals is reported.
-const lockHeldTooLong = 3
 
 // loop runs the stream soon after start-up, so a restarted replica does
 // not leave the warehouse stale for a whole period, then on its schedule.
@@ -162,13 +158,6 @@ func (j *job) acquire(deadline time.Time) bool {
 	}
 }
 
-// period is the time between two ticks after now (one interval for
-// @every, the next one for a cron spec).
-func (j *job) period(now time.Time) time.Duration {
-	first := j.schedule.Next(now)
-	return j.schedule.Next(first).Sub(first)
-}
-
 // run runs the stream once and returns the time before which it must not
 // run again.
 func (j *job) run(ctx context.Context) (notBefore time.Time) {
@@ -211,9 +200,9 @@ func (j *job) checkLock(ctx context.Context, busy bool) {
 	}
 	held := time.Since(h.Since)
 	m.LockHeldByOther(source, stream, held)
-	if limit := lockHeldTooLong * j.interval; held > limit {
+	if limit := model.OverdueFactor * j.interval; held > limit {
 		msg := fmt.Sprintf("%s/%s: lock held by %s (pid %d) for %s, more than %dx its schedule", source, stream, h.Host, h.PID,
-			held.Round(time.Second), lockHeldTooLong)
+			held.Round(time.Second), model.OverdueFactor)
 		if !j.stuck {
 			j.log.Warn("another process has held the stream's lock too long; its data go stale", "holder", h.Host,
 				"pid", h.PID, "held", held.Round(time.Second), "schedule_interval", j.interval)

@@ -29,7 +29,7 @@ SELECT k.source, k.stream, coalesce(l.status, ''), l.started_at, l.finished_at,
        coalesce(CASE WHEN l.status = $1 THEN l.error ELSE e.error END, ''),
        f.last_sweep_completed_at, extract(epoch FROM f.age)::float8,
        coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0),
-       c.last_sweep_rows, coalesce(l.rows_seen, 0)
+       c.last_sweep_rows, coalesce(l.rows_seen, 0), coalesce(c.held_deletions, 0)
 FROM keys k
 LEFT JOIN last l USING (source, stream)
 LEFT JOIN lasterr e USING (source, stream)
@@ -47,7 +47,7 @@ func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
 		var s model.StreamStatus
 		err := r.Scan(&s.Source, &s.Stream, &s.LastRunStatus, &s.LastRunStarted, &s.LastRunFinished, &s.LastError,
 			&s.LastSuccess, &s.FreshnessSecs, &s.SweepInProgress, &s.SweepPages, &s.SweepRows,
-			&s.LastSweepRows, &s.Rows)
+			&s.LastSweepRows, &s.Rows, &s.HeldDeletions)
 		return s, err
 	})
 	if err != nil {

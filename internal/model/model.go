@@ -53,3 +53,8 @@ type RunOutcome struct {
 	// HeldDeletions is how many rows the deletion guard held (0: none).
 	HeldDeletions int64
 }
+
+// OverdueFactor: a stream whose lock has been held, or whose data have
+// aged, for more than this many intervals of its schedule is overdue and
+// reported.
+const OverdueFactor = 3

@@ -20,4 +20,9 @@ type StreamStatus struct {
 	SweepRows       int64      `json:"sweep_rows"`
 	LastSweepRows   *int64     `json:"last_sweep_rows,omitempty"`
 	Rows            int64      `json:"rows_last_run"`
+	// HeldDeletions are rows the deletion guard holds (see erpsync sync
+	// --confirm-deletions).
+	HeldDeletions int64 `json:"held_deletions,omitempty"`
+	// Warning says what needs an operator's eye, "" when nothing does.
+	Warning string `json:"warning,omitempty"`
 }
