@@ -67,7 +67,8 @@ EXPOSE 8080
 # /readyz over HTTP instead (see docker-compose.yml and deploy/kubernetes/).
 
 # Exec form, so erpsync is PID 1 and receives SIGTERM directly for its graceful shutdown
-# (ERPSYNC_SHUTDOWN_GRACE, 20s by default: give `docker stop` a longer timeout than that).
+# (ERPSYNC_SHUTDOWN_TIMEOUT, 25s by default: give `docker stop` a longer timeout, e.g. -t 30).
 ENTRYPOINT ["/usr/local/bin/erpsync"]
-# The daemon by default; `docker run IMAGE migrate|check|status|version` runs the others.
+# The daemon by default; `docker run IMAGE migrate|check|status|version` runs the others (the
+# deployment examples run `migrate` separately, as the schema's owner).
 CMD ["run"]

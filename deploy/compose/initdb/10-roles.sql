@@ -1,0 +1,20 @@
+-- The demo's database administrator. The postgres image runs this once, as the superuser, in
+-- the database erpsync, when it creates the data volume; never again (`docker compose down -v`
+-- starts over). It makes the roles a real installation's administrator would:
+--
+--   erpsync_owner  owns the database, hence schema erp (the first migration creates it) and
+--                  the schema version table: the `migrate` service logs in as it.
+--   erpsync_app    a member of erpsync_runtime (rows of the erp tables, no DDL): the daemon.
+--   analyst        a member of erpsync_analyst (finance tables and views): psql, BI tools.
+--
+-- The three group roles are created here rather than by the first migration, so the owner
+-- needs no CREATEROLE; the migrations find them and only grant to them.
+CREATE ROLE erpsync_runtime NOLOGIN;
+CREATE ROLE erpsync_analyst NOLOGIN;
+CREATE ROLE erpsync_sensitive NOLOGIN;
+
+CREATE ROLE erpsync_owner LOGIN PASSWORD 'erpsync-owner-demo';
+ALTER DATABASE erpsync OWNER TO erpsync_owner;
+
+CREATE ROLE erpsync_app LOGIN PASSWORD 'erpsync-app-demo' IN ROLE erpsync_runtime;
+CREATE ROLE analyst LOGIN PASSWORD 'analyst-demo' IN ROLE erpsync_analyst;

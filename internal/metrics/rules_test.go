@@ -1,0 +1,212 @@
+package metrics
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"gopkg.in/yaml.v3"
+
+	"github.com/erpsync/erpsync/internal/model"
+)
+
+// The alerting rules shipped for operators, and their copy for the
+// Prometheus Operator.
+const (
+	rulesDir      = "../../deploy/prometheus"
+	rulesFile     = "erpsync-rules.yaml"
+	rulesTestFile = "erpsync-rules.test.yaml"
+	operatorRules = "../../deploy/kubernetes/prometheusrule.yaml"
+	runbookPrefix = "https://github.com/erpsync/erpsync#alert-"
+)
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Record      string            `yaml:"record"`
+			Expr        string            `yaml:"expr"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+func readRules(t *testing.T) ruleFile {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(rulesDir, rulesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f ruleFile
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatalf("%s: %v", rulesFile, err)
+	}
+	if len(f.Groups) == 0 {
+		t.Fatalf("%s: no rule groups", rulesFile)
+	}
+	return f
+}
+
+// exported builds a registry the way the daemon uses it, with every
+// erpsync family touched at least once, and returns the families it
+// exports by name.
+func exported(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	m := New()
+	m.Declare("default", "invoices", 5*time.Minute)
+	m.PageCommitted("default", "invoices", model.RunStats{Pages: 1, Inserted: 2, Updated: 1, Unchanged: 3, Rejected: 1})
+	m.RunFinished("default", "invoices", model.RunOutcome{Status: model.StatusSucceeded, Elapsed: time.Second,
+		FreshAt: time.Now(), HeldDeletions: 2})
+	m.RunFinished("default", "currencies", model.RunOutcome{Status: model.StatusFailed, Elapsed: time.Second})
+	erp := m.ERP("default")
+	erp.Request("/api/invoices/", 200, 10*time.Millisecond)
+	erp.Retry("/api/invoices/", "rate_limited")
+	erp.RateLimitWait(time.Second)
+	m.Skipped("default", "invoices", SkipLocked)
+	m.LockHeldByOther("default", "invoices", time.Minute)
+	m.Pruned("sync_runs", 1)
+	m.SetReady(true)
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// metricName matches the names of the families this registry exports:
+// erpsync's own and those of the Go and process collectors. Other names
+// in the rules (up, functions, label names) come from Prometheus itself.
+var metricName = regexp.MustCompile(`\b(?:erpsync|process|go)_[A-Za-z0-9_:]*`)
+
+// quoted strips label values and other string literals, which may hold
+// anything.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|` + "`[^`]*`")
+
+// ruleMetricNames returns the metric names an expression uses.
+func ruleMetricNames(expr string) []string {
+	names := metricName.FindAllString(quoted.ReplaceAllString(expr, `""`), -1)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// TestRulesUseExportedMetrics fails when an alert refers to a metric
+// erpsync does not export (a typo or a renamed metric would otherwise
+// leave the alert silent forever), and checks what every alert carries.
+func TestRulesUseExportedMetrics(t *testing.T) {
+	fams := exported(t)
+	rules := readRules(t)
+	used := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			name := r.Alert + r.Record
+			if strings.TrimSpace(r.Expr) == "" {
+				t.Errorf("%s: no expression", name)
+			}
+			for _, n := range ruleMetricNames(r.Expr) {
+				used++
+				if _, ok := fams[n]; ok {
+					continue
+				}
+				// A histogram's or summary's series carry suffixes.
+				base, ok := "", false
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if b, cut := strings.CutSuffix(n, suffix); cut {
+						base, ok = b, true
+					}
+				}
+				f := fams[base]
+				if ok && f != nil && (f.GetType() == dto.MetricType_HISTOGRAM || f.GetType() == dto.MetricType_SUMMARY) &&
+					(!strings.HasSuffix(n, "_bucket") || f.GetType() == dto.MetricType_HISTOGRAM) {
+					continue
+				}
+				t.Errorf("%s uses %s, which erpsync does not export", name, n)
+			}
+			if r.Alert == "" {
+				continue
+			}
+			if !slices.Contains([]string{"critical", "warning", "info"}, r.Labels["severity"]) {
+				t.Errorf("%s: labels.severity is %q", r.Alert, r.Labels["severity"])
+			}
+			for _, a := range []string{"summary", "description"} {
+				if strings.TrimSpace(r.Annotations[a]) == "" {
+					t.Errorf("%s: no annotations.%s", r.Alert, a)
+				}
+			}
+			if want := runbookPrefix + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url is %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+		}
+	}
+	if used == 0 {
+		t.Fatal("no metric names found in the rules")
+	}
+}
+
+// TestRuleMetricNames pins the extraction the test above relies on.
+func TestRuleMetricNames(t *testing.T) {
+	got := ruleMetricNames(`sum by (source) (rate(erpsync_run_duration_seconds_bucket{stream="erpsync_x"}[5m]))
+		/ ignoring (le) time() - process_start_time_seconds and up{job="erpsync"} > erpsync_ready`)
+	want := []string{"erpsync_ready", "erpsync_run_duration_seconds_bucket", "process_start_time_seconds"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestOperatorRulesMatch fails when the PrometheusRule for the
+// Prometheus Operator no longer carries the rule file's groups.
+func TestOperatorRulesMatch(t *testing.T) {
+	var file struct {
+		Groups any `yaml:"groups"`
+	}
+	var operator struct {
+		Kind string `yaml:"kind"`
+		Spec struct {
+			Groups any `yaml:"groups"`
+		} `yaml:"spec"`
+	}
+	for path, into := range map[string]any{filepath.Join(rulesDir, rulesFile): &file, operatorRules: &operator} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, into); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	if operator.Kind != "PrometheusRule" {
+		t.Fatalf("%s: kind %q", operatorRules, operator.Kind)
+	}
+	if file.Groups == nil || !reflect.DeepEqual(file.Groups, operator.Spec.Groups) {
+		t.Fatalf("%s: spec.groups differ from %s; copy the groups over", operatorRules, rulesFile)
+	}
+}
+
+// TestRulesPromtool runs promtool's checks and the rules' unit tests,
+// where promtool is installed (Debian: apt-get install prometheus).
+func TestRulesPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed")
+	}
+	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTestFile}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = rulesDir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
