@@ -19,6 +19,7 @@ func cmdSimulate(e *env) error {
 	fs.DurationVar(&o.Latency, "latency", 0, "latency added to every answer")
 	fs.BoolVar(&o.MoneyAsString, "money-as-string", false, "send money as JSON strings")
 	envelope := fs.String("envelope", "data", "envelope of the simple lists: data, array, results, datatables")
+	preEncode := fs.Int("pre-encode", 0, "encode the invoice pages of this page size once up front (serving fast for measurements)")
 	fs.IntVar(&o.Faults.RateLimitEvery, "rate-limit-every", 0, "answer every Nth data request with 429")
 	fs.IntVar(&o.Faults.ServerErrorEvery, "server-error-every", 0, "answer every Nth data request with 503")
 	fs.IntVar(&o.Faults.DropEvery, "drop-every", 0, "drop the connection of every Nth data request")
@@ -37,6 +38,10 @@ func cmdSimulate(e *env) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
+	sim := erpsim.New(o)
+	if *preEncode > 0 {
+		sim.PreEncodeInvoicePages(*preEncode)
+	}
 	fmt.Fprintf(e.stderr, "erpsync simulator on http://%s (user erpsync, password erpsync-demo-password), %d invoices\n", ln.Addr(), o.Invoices)
-	return erpsim.New(o).Serve(ctx, ln)
+	return sim.Serve(ctx, ln)
 }

@@ -15,13 +15,13 @@ type Rejected struct {
 	Record   []byte // as received
 }
 
-// InsertRejected stores rejected records with their reason and raw bytes
-// (bytea: they may not be valid text). A record rejected before with the
-// same bytes is not stored again: its row's last_seen, count, run and
-// reason are updated.
-func InsertRejected(ctx context.Context, q Querier, source, stream string, runID int64, recs []Rejected) error {
+// QueueInsertRejected queues the storing of rejected records with their
+// reason and raw bytes (bytea: they may not be valid text). A record
+// rejected before with the same bytes is not stored again: its row's
+// last_seen, count, run and reason are updated.
+func QueueInsertRejected(b *pgx.Batch, source, stream string, runID int64, recs []Rejected) {
 	if len(recs) == 0 {
-		return nil
+		return
 	}
 	// One statement must not name a row twice: the same bytes rejected
 	// twice in one commit are one row counted twice.
@@ -40,17 +40,13 @@ func InsertRejected(ctx context.Context, q Querier, source, stream string, runID
 		reasons = append(reasons, SafeText(r.Reason, 1000))
 		records, hashes, counts = append(records, r.Record), append(hashes, h[:]), append(counts, 1)
 	}
-	_, err := q.Exec(ctx, `
+	b.Queue(`
 INSERT INTO erp.rejected_records AS r (source, stream, run_id, record_id, reason, record, record_hash, count)
 SELECT $1, $2, $3, nullif(u.id, ''), u.reason, u.record, u.hash, u.n
 FROM unnest($4::text[], $5::text[], $6::bytea[], $7::bytea[], $8::bigint[]) AS u(id, reason, record, hash, n)
 ON CONFLICT (source, stream, record_hash) DO UPDATE SET
     last_seen = now(), count = r.count + EXCLUDED.count, run_id = EXCLUDED.run_id, reason = EXCLUDED.reason`,
 		source, stream, runID, ids, reasons, records, hashes, counts)
-	if err != nil {
-		return fmt.Errorf("storing %d rejected records: %w", len(recs), Describe(err))
-	}
-	return nil
 }
 
 // Drift is one kind of difference between what a stream expects and what
@@ -60,10 +56,11 @@ type Drift struct {
 	Count                          int64
 }
 
-// RecordDrift adds a page's drift counts to erp.schema_drift.
-func RecordDrift(ctx context.Context, q Querier, source, stream string, drift []Drift) error {
+// QueueRecordDrift queues the adding of a page's drift counts to
+// erp.schema_drift.
+func QueueRecordDrift(b *pgx.Batch, source, stream string, drift []Drift) {
 	if len(drift) == 0 {
-		return nil
+		return
 	}
 	var fields, changes, details, examples []string
 	var counts []int64
@@ -83,17 +80,13 @@ func RecordDrift(ctx context.Context, q Querier, source, stream string, drift []
 		examples = append(examples, SafeText(d.Example, 200))
 		counts = append(counts, d.Count)
 	}
-	_, err := q.Exec(ctx, `
+	b.Queue(`
 INSERT INTO erp.schema_drift AS d (source, stream, field, change, detail, example, count)
 SELECT $1, $2, u.field, u.change, u.detail, u.example, u.count
 FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]) AS u(field, change, detail, example, count)
 ON CONFLICT (source, stream, field, change, detail) DO UPDATE SET
     last_seen = now(), count = d.count + EXCLUDED.count, example = EXCLUDED.example`,
 		source, stream, fields, changes, details, examples, counts)
-	if err != nil {
-		return fmt.Errorf("recording schema drift: %w", Describe(err))
-	}
-	return nil
 }
 
 // RecordCurrencyRates keeps erp.currency_rates in step with the

@@ -2,11 +2,13 @@ package db
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Checkpoint is where a (source, stream) stands. SweepID is 0 when no
@@ -98,23 +100,34 @@ func AbandonSweep(ctx context.Context, q Querier, sweepID int64) error {
 	return nil
 }
 
-// AdvanceCheckpoint records committed pages: the cursor of the next page
-// and the counters. It runs in the pages' transaction.
-func AdvanceCheckpoint(ctx context.Context, q Querier, cp *Checkpoint, nextCursor string, pages, rows int64) error {
-	tag, err := q.Exec(ctx, `
+// QueueAdvanceCheckpoint queues, in the pages' transaction, the record of
+// committed pages: the cursor of the next page and the counters. cp moves
+// on when the batch runs.
+func QueueAdvanceCheckpoint(b *pgx.Batch, cp *Checkpoint, nextCursor string, pages, rows int64) {
+	b.Queue(`
 UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + $5, rows = rows + $6, updated_at = now()
 WHERE source = $1 AND stream = $2 AND sweep_id = $3`,
-		cp.Source, cp.Stream, cp.SweepID, nextCursor, pages, rows)
-	if err != nil {
-		return fmt.Errorf("advancing checkpoint: %w", Describe(err))
+		cp.Source, cp.Stream, cp.SweepID, nextCursor, pages, rows).Exec(func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			// Someone else moved this stream on: we are not the owner.
+			return fmt.Errorf("advancing checkpoint %s/%s: sweep %d is no longer current", cp.Source, cp.Stream, cp.SweepID)
+		}
+		cp.Cursor = nextCursor
+		cp.Pages += pages
+		cp.Rows += rows
+		return nil
+	})
+}
+
+// SendBatch runs, in one round trip, the statements the Queue* functions
+// queued in tx, and returns the first error.
+func SendBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, what string) error {
+	if b.Len() == 0 {
+		return nil
 	}
-	if tag.RowsAffected() != 1 {
-		// Someone else moved this stream on: we are not the owner.
-		return fmt.Errorf("advancing checkpoint %s/%s: sweep %d is no longer current", cp.Source, cp.Stream, cp.SweepID)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("%s: %w", what, Describe(err))
 	}
-	cp.Cursor = nextCursor
-	cp.Pages += pages
-	cp.Rows += rows
 	return nil
 }
 
@@ -187,4 +200,71 @@ func SeenDistinct(ctx context.Context, q Querier, sweepID int64) (int64, error) 
 		return 0, fmt.Errorf("counting the sweep's ids: %w", Describe(err))
 	}
 	return n, nil
+}
+
+// QueueNoFlush lets the transaction's commit return before its WAL
+// reaches the disk (synchronous_commit off, for this transaction only).
+// Only transactions whose loss a Postgres crash may cost without harm use
+// it: see the caller.
+func QueueNoFlush(b *pgx.Batch) {
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+}
+
+// PageDigest is what one request of a sweep was answered with.
+type PageDigest struct {
+	Request, Answer [sha256.Size]byte
+}
+
+// PageDigests returns what each request of a sweep was answered with.
+func PageDigests(ctx context.Context, q Querier, source, stream string, sweepID int64) (map[[sha256.Size]byte][sha256.Size]byte, error) {
+	rows, err := q.Query(ctx, `SELECT request, answer FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND sweep_id = $3`,
+		source, stream, sweepID)
+	if err != nil {
+		return nil, fmt.Errorf("reading page digests: %w", Describe(err))
+	}
+	out := map[[sha256.Size]byte][sha256.Size]byte{}
+	var req, ans []byte
+	_, err = pgx.ForEachRow(rows, []any{&req, &ans}, func() error {
+		if len(req) == sha256.Size && len(ans) == sha256.Size {
+			out[[sha256.Size]byte(req)] = [sha256.Size]byte(ans)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading page digests: %w", Describe(err))
+	}
+	return out, nil
+}
+
+// QueueRecordPageDigests queues the record of what requests of a sweep
+// were answered with.
+func QueueRecordPageDigests(b *pgx.Batch, source, stream string, sweepID int64, pages []PageDigest) {
+	if len(pages) == 0 {
+		return
+	}
+	reqs, answers := make([][]byte, len(pages)), make([][]byte, len(pages))
+	for i := range pages {
+		reqs[i], answers[i] = pages[i].Request[:], pages[i].Answer[:]
+	}
+	b.Queue(`
+INSERT INTO erp.sweep_pages (source, stream, sweep_id, request, answer)
+SELECT $1, $2, $3, u.request, u.answer FROM unnest($4::bytea[], $5::bytea[]) AS u(request, answer)
+ON CONFLICT (source, stream, sweep_id, request) DO UPDATE SET answer = EXCLUDED.answer`,
+		source, stream, sweepID, reqs, answers)
+}
+
+// ForgetPageDigests drops the page digests of every sweep of (source,
+// stream) but keep.
+func ForgetPageDigests(ctx context.Context, q Querier, source, stream string, keep int64) error {
+	if _, err := q.Exec(ctx, `DELETE FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND sweep_id <> $3`,
+		source, stream, keep); err != nil {
+		return fmt.Errorf("forgetting page digests: %w", Describe(err))
+	}
+	return nil
+}
+
+// QueueMarkSeen queues the record of ids as seen by a sweep, for pages
+// not written.
+func QueueMarkSeen(b *pgx.Batch, sweepID int64, ids []string) {
+	b.Queue(seenSQL, sweepID, ids)
 }

@@ -117,6 +117,8 @@ func Numeric(d decimal.Decimal) pgtype.Numeric {
 // UpsertResult counts what an upsert did.
 type UpsertResult struct {
 	Inserted, Updated, Unchanged int64
+	// Changed are the ids of the rows written (inserted or updated).
+	Changed []string
 }
 
 // Scope is what every row of a write shares, and the sweep that writes
@@ -165,6 +167,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, tra
 		res.Unchanged = int64(len(rows))
 		return res, nil
 	}
+	res.Changed = changedIDs
 	if len(changedIDs) < len(rows) {
 		keep := make(map[string]bool, len(changedIDs))
 		for _, id := range changedIDs {

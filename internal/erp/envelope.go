@@ -2,6 +2,7 @@ package erp
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -31,6 +32,12 @@ type Page struct {
 
 	// DataTables: total number of records, -1 when not given.
 	RecordsTotal int64
+
+	// Request is the address the page was fetched from, and Digest the
+	// sha256 of the answer's bytes: the same request answered with the
+	// same bytes is the same page (pages that Lister fetched only).
+	Request string
+	Digest  [sha256.Size]byte
 
 	buf    []byte     // pooled memory answers are read into; see Release
 	pooled bool       // the page came from pagePool
@@ -91,6 +98,9 @@ func (c *Client) fetchPage(ctx context.Context, route, target string) (*Page, er
 	body, err := c.getURL(ctx, route, target, &p.buf)
 	if err == nil {
 		err = decodePage(route, body, p)
+	}
+	if err == nil {
+		p.Request, p.Digest = target, sha256.Sum256(body)
 	}
 	if err != nil {
 		p.Release()

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
@@ -106,26 +108,40 @@ func (l *List) request(t Target, cursor string) erp.ListRequest {
 
 // prepare checks and converts a page's records. It is pure CPU work, done
 // on the fetching side of the pipeline while the previous page is written.
-func (l *List) prepare(p *erp.Page) *batch {
+// A page known (answered byte for byte as in the last complete sweep, see
+// knownPages) holds rows the warehouse has as they are: only their ids
+// (for the seen-list) and drift are taken.
+func (l *List) prepare(p *erp.Page, known knownPages) *batch {
 	records, parsed := p.Records, p.Parsed
 	b := &batch{received: len(records), rows: make([]db.Row, 0, len(records))}
+	request := known.request(p)
+	b.known = known.holds(request, p.Digest)
 	index := make(map[string]int, len(records))
 	drift := map[[3]string]*db.Drift{}
+	shapes := map[uint64][]*db.Drift{}
 	// One allocation for the typed values of the whole page.
 	n := len(l.Columns)
 	values := make([]any, len(records)*n)
 	for i, raw := range records {
-		var pre *erp.Record
-		if parsed != nil && parsed[i].IsObject() {
-			pre = &parsed[i]
+		var row db.Row
+		var rec erp.Record
+		var err error
+		if b.known {
+			rec = parsed[i]
+			row, err = l.knownRow(rec, values[i*n:(i+1)*n:(i+1)*n])
+		} else {
+			var pre *erp.Record
+			if parsed != nil && parsed[i].IsObject() {
+				pre = &parsed[i]
+			}
+			row, rec, err = l.convert(raw, pre, values[i*n:(i+1)*n:(i+1)*n])
 		}
-		row, rec, err := l.convert(raw, pre, values[i*n:(i+1)*n:(i+1)*n])
 		if err != nil {
 			id, _, _ := rec.Text("id") // a zero Record has no id
 			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
 			continue
 		}
-		l.checkDrift(rec, row, drift)
+		l.checkDrift(rec, row, drift, shapes)
 		// A record listed twice in one page keeps its last version: two
 		// rows with one key in one INSERT would fail the whole page.
 		if i, dup := index[row.ID]; dup {
@@ -142,7 +158,74 @@ func (l *List) prepare(p *erp.Page) *batch {
 	slices.SortFunc(b.drift, func(x, y db.Drift) int {
 		return strings.Compare(x.Field+x.Change+x.Detail, y.Field+y.Change+y.Detail)
 	})
+	// A page with rejected records is read in full every time, so that
+	// each of them is counted and its last_seen kept current.
+	if len(b.rejected) == 0 && known.on {
+		b.digest = &db.PageDigest{Request: request, Answer: p.Digest}
+	}
 	return b
+}
+
+// reprepare turns a known page's batch into a full one, to be written.
+func (l *List) reprepare(b *batch) {
+	full := l.prepare(b.page, knownPages{})
+	b.known, b.rows, b.rejected, b.drift = false, full.rows, full.rejected, full.drift
+}
+
+// knownRow is a row of a known page: its id, and the money columns whose
+// scale is watched (for drift); nothing else is written.
+func (l *List) knownRow(rec erp.Record, values []any) (db.Row, error) {
+	id, ok, err := rec.Text("id")
+	if err != nil || !ok {
+		// Cannot be: the same bytes were usable in the last sweep.
+		return db.Row{}, fmt.Errorf("record has no id")
+	}
+	for i, c := range l.Columns {
+		if c.Type == Money && c.Scale != 0 {
+			if values[i], err = MoneyField(rec, c.Field); err != nil {
+				return db.Row{}, err
+			}
+		}
+	}
+	return db.Row{ID: id, Values: values}, nil
+}
+
+// knownPages are the pages of a stream's last complete sweep, by a digest
+// of their request, with the digest of what the ERP answered then. The
+// request's digest also covers the stream's definition and the run's
+// scope, so a changed definition or scope knows no page.
+type knownPages struct {
+	on      bool   // the sweep records its pages (all but bulk loads' pages are looked up)
+	context []byte // what the request digest covers besides the request
+	answers map[[sha256.Size]byte][sha256.Size]byte
+}
+
+// digestVersion changes whenever the way records become rows changes: the
+// pages a previous version recorded are then known no more.
+const digestVersion = "1"
+
+func (l *List) knownPages(sc model.Scope, answers map[[sha256.Size]byte][sha256.Size]byte) knownPages {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00", digestVersion, l.Stream, sc.Source, sc.CompanyID, sc.BranchID)
+	for _, c := range l.Columns {
+		fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00", c.Name, c.Field, c.Type, c.Scale)
+	}
+	return knownPages{on: true, context: h.Sum(nil), answers: answers}
+}
+
+func (k knownPages) request(p *erp.Page) [sha256.Size]byte {
+	if !k.on {
+		return [sha256.Size]byte{}
+	}
+	h := sha256.New()
+	h.Write(k.context)
+	h.Write([]byte(p.Request))
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+func (k knownPages) holds(request, answer [sha256.Size]byte) bool {
+	a, ok := k.answers[request]
+	return ok && a == answer
 }
 
 func (l *List) convert(raw json.RawMessage, pre *erp.Record, values []any) (db.Row, erp.Record, error) {
@@ -198,45 +281,81 @@ func (l *List) convert(raw json.RawMessage, pre *erp.Record, values []any) (db.R
 	return row, rec, nil
 }
 
-// checkDrift counts differences between the record and Expect.
-func (l *List) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Drift) {
+// checkDrift counts differences between the record and Expect. Records
+// of a page almost always share one shape (the same fields with the same
+// kinds): the fields are compared once per shape, and the other records
+// of that shape add to the counts found.
+func (l *List) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Drift, shapes map[uint64][]*db.Drift) {
 	if l.Expect == nil {
 		return
 	}
-	add := func(field, change, detail, example string) { addDrift(acc, field, change, detail, example) }
-	for _, e := range l.expect {
-		raw, ok := rec.Get(e.field)
-		if !ok {
-			add(e.field, "missing", "", "record "+row.ID)
-			continue
+	shape := shapeOf(rec)
+	if found, seen := shapes[shape]; seen {
+		for _, d := range found {
+			d.Count++
 		}
-		if kind := erp.Kind(raw); kind != "null" && !slices.Contains(e.kinds, kind) {
-			add(e.field, "type", "expected "+e.spec+", got "+kind, erp.Truncate(string(raw), 100))
+	} else {
+		var found []*db.Drift
+		add := func(field, change, detail, example string) {
+			found = append(found, addDrift(acc, field, change, detail, example))
 		}
+		for _, e := range l.expect {
+			raw, ok := rec.Get(e.field)
+			if !ok {
+				add(e.field, "missing", "", "record "+row.ID)
+				continue
+			}
+			if kind := erp.Kind(raw); kind != "null" && !slices.Contains(e.kinds, kind) {
+				add(e.field, "type", "expected "+e.spec+", got "+kind, erp.Truncate(string(raw), 100))
+			}
+		}
+		for i := range rec.Len() {
+			if key, val := rec.Field(i); l.Expect[string(key)] == "" {
+				add(string(key), "added", erp.Kind(val), erp.Truncate(string(val), 100))
+			}
+		}
+		shapes[shape] = found
 	}
-	for i := range rec.Len() {
-		if key, val := rec.Field(i); l.Expect[string(key)] == "" {
-			add(string(key), "added", erp.Kind(val), erp.Truncate(string(val), 100))
-		}
-	}
+	// The scale is a property of each value, not of the shape.
 	for i, c := range l.Columns {
-		if c.Type != Money || c.Scale == 0 || row.Values[i] == nil {
+		n, ok := row.Values[i].(pgtype.Numeric)
+		if c.Type != Money || c.Scale == 0 || !ok {
 			continue
 		}
-		v, _, _ := rec.Money(c.Field)
-		if got := int(-v.Exponent()); got != c.Scale {
+		if got := int(-n.Exp); got != c.Scale {
 			text, _, _ := rec.Text(c.Field)
-			add(c.Field, "scale", fmt.Sprintf("expected %d fractional digits, got %d", c.Scale, max(got, 0)), text)
+			addDrift(acc, c.Field, "scale", fmt.Sprintf("expected %d fractional digits, got %d", c.Scale, max(got, 0)), text)
 		}
 	}
 }
 
-// addDrift counts one difference in a page's drift.
-func addDrift(acc map[[3]string]*db.Drift, field, change, detail, example string) {
+// shapeSeed makes shape hashes unpredictable from outside input.
+var shapeSeed = maphash.MakeSeed()
+
+// shapeOf hashes a record's field names with each value's JSON kind, in
+// order: two records of one shape drift alike.
+func shapeOf(rec erp.Record) uint64 {
+	var h maphash.Hash
+	h.SetSeed(shapeSeed)
+	for i := range rec.Len() {
+		key, val := rec.Field(i)
+		h.Write(key)
+		h.WriteByte(0)
+		if len(val) > 0 {
+			h.WriteByte(val[0]) // '{', '[', '"', 't', 'f', 'n', or a number's first byte
+		}
+	}
+	return h.Sum64()
+}
+
+// addDrift counts one difference in a page's drift and returns its entry.
+func addDrift(acc map[[3]string]*db.Drift, field, change, detail, example string) *db.Drift {
 	k := [3]string{field, change, detail}
 	if d, ok := acc[k]; ok {
 		d.Count++
-		return
+		return d
 	}
-	acc[k] = &db.Drift{Field: field, Change: change, Detail: detail, Example: example, Count: 1}
+	d := &db.Drift{Field: field, Change: change, Detail: detail, Example: example, Count: 1}
+	acc[k] = d
+	return d
 }

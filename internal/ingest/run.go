@@ -36,6 +36,13 @@ type Run struct {
 	freshAt time.Time
 	held    int64         // rows the deletion guard held
 	rejects []db.Rejected // reported since the last commit
+
+	// written are the ids the sweep wrote so far; a known page holding one
+	// of them is not skipped (see committer.page). Past maxWritten ids,
+	// no page is skipped for the rest of the sweep.
+	written  map[string]struct{}
+	skipOff  bool
+	fellBack bool // a bulk load met a row it had written already
 }
 
 // Client is the ERP client of the run's source.
@@ -132,11 +139,14 @@ type epilogue struct {
 	sweep *db.Checkpoint // the sweep the pages belong to; nil outside sweeps
 	table *db.Table      // the sweep's table (deletion marks)
 	pages []*batch       // the pages written, in order
+	seen  []string       // ids of pages not written (known), for the seen-list
 }
 
 // commit is the one transaction shape of every write: begin, write, the
-// epilogue, commit; then the run's counters. The checkpoint in e.sweep is
-// updated only once the commit succeeded.
+// epilogue, commit; then the run's counters. The epilogue's bookkeeping
+// (seen ids, checkpoint, page digests, rejected records, drift) goes to
+// Postgres in one round trip. The checkpoint in e.sweep is updated only
+// once the commit succeeded.
 func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
 	tx, err := r.conn.Begin(ctx)
 	if err != nil {
@@ -155,18 +165,34 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 		rejected = append(rejected, b.rejected...)
 		drift = append(drift, b.drift...)
 	}
-	var next db.Checkpoint
-	var freshAt time.Time
+	book := &pgx.Batch{}
+	var next db.Checkpoint // the sweep's checkpoint once the batch ran
+	last := false
 	if e.sweep != nil {
-		if next, freshAt, st.Deleted, err = r.endPages(ctx, tx, e); err != nil {
+		next = *e.sweep
+		last = r.queuePages(book, e, &next)
+	}
+	db.QueueInsertRejected(book, r.target.Source, r.name, r.runID, rejected)
+	db.QueueRecordDrift(book, r.target.Source, r.name, mergeDrift(drift))
+	if e.sweep != nil && !last && st.Inserted+st.Updated == 0 && len(rejected) == 0 {
+		// The pages changed nothing: the transaction holds only where the
+		// sweep stands, its seen-list (which a Postgres crash empties
+		// anyway), page digests (likewise) and drift counts. Its commit
+		// need not wait for the disk: should Postgres itself crash before
+		// the WAL writer flushes (a fraction of a second), the sweep
+		// re-reads those unchanged pages; an erpsync crash loses nothing.
+		// The unchanged re-sync, the daemon's every-few-minutes job, no
+		// longer waits on a flush per page.
+		db.QueueNoFlush(book)
+	}
+	if err := db.SendBatch(ctx, tx, book, "recording the pages"); err != nil {
+		return err
+	}
+	var freshAt time.Time
+	if last {
+		if freshAt, st.Deleted, err = r.endSweep(ctx, tx, e, next); err != nil {
 			return err
 		}
-	}
-	if err := db.InsertRejected(ctx, tx, r.target.Source, r.name, r.runID, rejected); err != nil {
-		return err
-	}
-	if err := db.RecordDrift(ctx, tx, r.target.Source, r.name, mergeDrift(drift)); err != nil {
-		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", db.Describe(err))
@@ -190,27 +216,90 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 	return nil
 }
 
-// endPages advances the sweep's checkpoint past e's pages and, when the
-// last of them ends the sweep, marks the rows it did not see deleted and
-// completes it.
-func (r *Run) endPages(ctx context.Context, tx pgx.Tx, e *epilogue) (next db.Checkpoint, freshAt time.Time, deleted int64, err error) {
-	next = *e.sweep
+// queuePages queues the sweep's bookkeeping of e's pages: the ids seen of
+// pages not written, the checkpoint past them (next moves on when the
+// batch runs), and what their requests were answered with. It returns
+// whether the pages end the sweep.
+func (r *Run) queuePages(book *pgx.Batch, e *epilogue, next *db.Checkpoint) bool {
+	if len(e.seen) > 0 {
+		db.QueueMarkSeen(book, next.SweepID, e.seen)
+	}
 	var rows int64
+	var digests []db.PageDigest
 	for _, b := range e.pages {
 		rows += int64(len(b.rows))
+		if b.digest != nil {
+			digests = append(digests, *b.digest)
+		}
 	}
 	end := e.pages[len(e.pages)-1]
-	if err = db.AdvanceCheckpoint(ctx, tx, &next, end.cursor, int64(len(e.pages)), rows); err != nil {
-		return next, freshAt, 0, err
+	db.QueueAdvanceCheckpoint(book, next, end.cursor, int64(len(e.pages)), rows)
+	db.QueueRecordPageDigests(book, next.Source, next.Stream, next.SweepID, digests)
+	return end.last
+}
+
+// endSweep closes a sweep in the transaction of its last page: it marks
+// the rows the sweep did not see deleted (unless it cannot be sure it saw
+// them all) and completes it, returning when.
+func (r *Run) endSweep(ctx context.Context, tx pgx.Tx, e *epilogue, cp db.Checkpoint) (freshAt time.Time, deleted int64, err error) {
+	// The pages of this sweep are known to the next only if no id came
+	// twice in it: a row listed on two pages ends as the later copy, so
+	// the earlier page would not be as the warehouse has it.
+	keep := cp.SweepID
+	if twice, err := r.listedTwice(ctx, tx, cp); err != nil {
+		return freshAt, 0, err
+	} else if twice {
+		keep = 0
 	}
-	if !end.last {
-		return next, freshAt, 0, nil
+	if err = db.ForgetPageDigests(ctx, tx, cp.Source, cp.Stream, keep); err != nil {
+		return freshAt, 0, err
 	}
-	if deleted, err = r.markDeletions(ctx, tx, e.table, next, end); err != nil {
-		return next, freshAt, 0, err
+	if deleted, err = r.markDeletions(ctx, tx, e.table, cp, e.pages[len(e.pages)-1]); err != nil {
+		return freshAt, 0, err
 	}
-	freshAt, err = db.CompleteSweep(ctx, tx, next)
-	return next, freshAt, deleted, err
+	freshAt, err = db.CompleteSweep(ctx, tx, cp)
+	return freshAt, deleted, err
+}
+
+// listedTwice reports whether some id was on two pages of the sweep.
+func (r *Run) listedTwice(ctx context.Context, tx pgx.Tx, cp db.Checkpoint) (bool, error) {
+	if cp.BulkLoad { // no seen-list: a second copy made the COPY fall back
+		return r.fellBack, nil
+	}
+	distinct, err := db.SeenDistinct(ctx, tx, cp.SweepID)
+	return distinct < cp.Rows, err
+}
+
+// maxWritten bounds the ids a sweep remembers as written.
+const maxWritten = 100_000
+
+// wrote remembers ids the sweep wrote.
+func (r *Run) wrote(ids []string) {
+	if r.skipOff || len(ids) == 0 {
+		return
+	}
+	if r.written == nil {
+		r.written = map[string]struct{}{}
+	}
+	for _, id := range ids {
+		r.written[id] = struct{}{}
+	}
+	if len(r.written) > maxWritten {
+		r.skipOff, r.written = true, nil
+	}
+}
+
+// mayHaveWritten reports whether the sweep may have written one of rows.
+func (r *Run) mayHaveWritten(rows []db.Row) bool {
+	if r.skipOff {
+		return true
+	}
+	for _, row := range rows {
+		if _, ok := r.written[row.ID]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // markDeletions marks the rows of the run's scope that the completed

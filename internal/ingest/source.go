@@ -23,6 +23,11 @@ type batch struct {
 	cursor   string // cursor of the next page ("" at the end, or when not resumable)
 	last     bool   // no page follows
 	total    int64  // the list's size as the ERP stated it; -1 unknown
+	// known: the ERP answered the page's request with the same bytes as
+	// in the last complete sweep; rows hold ids only.
+	known bool
+	// digest, when set, is recorded for the next sweep to know the page.
+	digest *db.PageDigest
 }
 
 // errNotYet is next's answer when its wait ran out before a page came.

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -78,7 +79,16 @@ func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
 // walk reads pages from a page source and hands them to a committer
 // until the sweep's last page is committed or something fails.
 func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
-	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, l.prepare)
+	var answers map[[sha256.Size]byte][sha256.Size]byte
+	if !cp.BulkLoad && cp.LastSweepID != 0 {
+		var err error
+		if answers, err = db.PageDigests(ctx, r.conn, r.target.Source, l.Stream, cp.LastSweepID); err != nil {
+			return err
+		}
+	}
+	known := l.knownPages(r.scope, answers)
+	prepare := func(p *erp.Page) *batch { return l.prepare(p, known) }
+	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, prepare)
 	defer src.close()
 	c := &committer{run: r, list: l, sweep: cp, src: src}
 	for {
@@ -113,9 +123,16 @@ type committer struct {
 // table; a row that is there already (it moved behind the cursor and an
 // earlier page loaded it) makes it write the page again, upserting.
 func (c *committer) page(ctx context.Context, b *batch) error {
+	if b.known && c.run.mayHaveWritten(b.rows) {
+		// This sweep wrote one of the page's rows already (it is listed on
+		// an earlier page too): the page must be written after all, its
+		// copy being the later one.
+		c.list.reprepare(b)
+	}
 	err := c.write(ctx, newPageRows(b, nil), c.sweep.BulkLoad)
 	if c.sweep.BulkLoad && db.IsUniqueViolation(err) {
 		c.run.log.Debug("bulk load met an existing row; upserting this page", "sweep_id", c.sweep.SweepID)
+		c.run.fellBack = true
 		err = c.write(ctx, newPageRows(b, nil), false)
 	}
 	if err != nil {
@@ -132,11 +149,18 @@ func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) err
 		sc := db.Scope{Scope: c.run.scope, SweepID: c.sweep.SweepID}
 		var up db.UpsertResult
 		var err error
-		if copyNew {
+		switch {
+		case rows.pages[0].known:
+			// Rows the warehouse has as they are: only seen (queued with
+			// the epilogue's bookkeeping).
+			e.seen = rows.ids()
+			up.Unchanged = int64(len(rows.pages[0].rows))
+		case copyNew:
 			up.Inserted, err = c.list.table.CopyNew(ctx, tx, sc, rows)
-		} else {
+		default:
 			// A bulk load needs no seen-list: see markDeletions.
 			up, err = c.list.table.Upsert(ctx, tx, sc, rows.pages[0].rows, !c.sweep.BulkLoad)
+			c.run.wrote(up.Changed)
 		}
 		// The pages a COPY took are known only once it ran: the epilogue
 		// (checkpoint, rejected records, drift) covers exactly those.
@@ -180,6 +204,7 @@ func (c *committer) group(ctx context.Context, first *batch) (last bool, err err
 	if db.IsUniqueViolation(err) {
 		// A row is there already (it moved behind the cursor): write the
 		// group's pages one by one, each falling back to the upsert.
+		c.run.fellBack = true
 		for _, b := range g.pages {
 			if err = c.page(ctx, b); err != nil {
 				return false, err
