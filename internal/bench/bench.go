@@ -1,7 +1,8 @@
 // Package bench is the performance report behind `make bench`: a full
 // invoice sync of N simulated invoices measured against the COPY of the
 // very same rows (the ingest limit of this machine), an unchanged
-// re-sync, and a naive row-by-row baseline.
+// re-sync, a re-sync after 1% of the rows changed (with and without
+// history), and a naive row-by-row baseline.
 package bench
 
 import (
@@ -20,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
@@ -44,6 +46,11 @@ type sample struct {
 	peakRSS, resyncRSS             int64 // bytes
 	syncWAL, copyWAL, resyncWAL    int64
 	rows                           int64
+	// A re-sync after 1% of the invoices changed, keeping history (the
+	// default) and not keeping it.
+	changedSecs, changedNoHistorySecs float64
+	changedWAL, changedNoHistoryWAL   int64
+	versions                          int64 // history rows the first one wrote
 }
 
 // Run prints the report to out.
@@ -62,12 +69,12 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	fmt.Fprintf(out, "erpsync bench: %d invoices, page size %d, prefetch %d, %d runs\n", o.Invoices, o.PageSize, o.Prefetch, o.Runs)
 	var samples []sample
 	for i := 0; i < o.Runs; i++ {
-		s, err := o.runOnce(ctx, base, i)
+		s, err := o.runOnce(ctx, sim, base, i)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", i+1, err)
 		}
-		fmt.Fprintf(out, "  run %d: sync %.2fs, copy %.2fs, ratio %.2f, peak RSS %.1f MiB, re-sync %.2fs\n",
-			i+1, s.syncSecs, s.copySecs, s.syncSecs/s.copySecs, mib(s.peakRSS), s.resyncSecs)
+		fmt.Fprintf(out, "  run %d: sync %.2fs, copy %.2fs, ratio %.2f, peak RSS %.1f MiB, re-sync %.2fs, 1%% changed %.2fs (no history %.2fs)\n",
+			i+1, s.syncSecs, s.copySecs, s.syncSecs/s.copySecs, mib(s.peakRSS), s.resyncSecs, s.changedSecs, s.changedNoHistorySecs)
 		samples = append(samples, s)
 	}
 	naive, err := o.naiveBaseline(ctx, false)
@@ -97,6 +104,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	rsecs := med(func(s sample) float64 { return s.resyncSecs })
 	rrss := med(func(s sample) float64 { return float64(s.resyncRSS) })
 	rowsPerSec := float64(o.Invoices) / syncS
+	chS := med(func(s sample) float64 { return s.changedSecs })
+	chWAL := med(func(s sample) float64 { return float64(s.changedWAL) })
+	chNoS := med(func(s sample) float64 { return s.changedNoHistorySecs })
+	chNoWAL := med(func(s sample) float64 { return float64(s.changedNoHistoryWAL) })
+	versions := med(func(s sample) float64 { return float64(s.versions) })
 
 	fmt.Fprintf(out, `
 medians of %d runs, N = %d
@@ -104,6 +116,9 @@ medians of %d runs, N = %d
   COPY of the same rows  %8.2f s   %10.0f rows/s                        WAL %8.1f MiB
   sync / COPY            %8.2f     (target <= 1.20)
   unchanged re-sync      %8.2f s                     peak RSS %6.1f MiB   WAL %8.3f MiB = %.3f%% of the first sync (target <= 1%%)
+  re-sync / full sync    %8.2f     (target <= 0.50)
+  1%% changed, history    %8.2f s   %10.0f versions kept                    WAL %8.1f MiB
+  1%% changed, no history %8.2f s                                           WAL %8.1f MiB
   row-by-row baseline    %8.2f s   %10.0f rows/s   (N = %d, INSERT ... ON CONFLICT per row, each its own transaction)
   speed-up over baseline %8.1fx    (target >= 20x)
   row-by-row, 1 tx/page  %8.2f s   %10.0f rows/s   (N = %d, the same loop with one transaction per page)
@@ -113,6 +128,9 @@ medians of %d runs, N = %d
 		copyS, float64(o.Invoices)/copyS, mib(int64(copyWAL)),
 		ratio,
 		rsecs, mib(int64(rrss)), mib(int64(rwal)), 100*rwal/wal,
+		rsecs/syncS,
+		chS, versions, mib(int64(chWAL)),
+		chNoS, mib(int64(chNoWAL)),
 		naive.secs, naive.rowsPerSec, o.Baseline,
 		rowsPerSec/naive.rowsPerSec,
 		naivePaged.secs, naivePaged.rowsPerSec, o.Baseline,
@@ -122,7 +140,7 @@ medians of %d runs, N = %d
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-func (o Options) runOnce(ctx context.Context, base string, i int) (sample, error) {
+func (o Options) runOnce(ctx context.Context, sim *erpsim.Sim, base string, i int) (sample, error) {
 	var s sample
 	name := fmt.Sprintf("erpsync_bench_%d", i)
 	dbURL, drop, err := o.freshDB(ctx, name)
@@ -183,14 +201,55 @@ func (o Options) runOnce(ctx context.Context, base string, i int) (sample, error
 		return s, err
 	}
 	s.resyncWAL = walDiff(ctx, admin, lsn(ctx, admin), lsn3)
+
+	// The steady state of a busy installation: 1% of the invoices
+	// changed since the last sweep, without history, then with it.
+	for _, noHistory := range []bool{true, false} {
+		o.changeOnePercent(sim, i, noHistory)
+		admin.Exec(ctx, "CHECKPOINT")
+		before := lsn(ctx, admin)
+		var env []string
+		if noHistory {
+			env = []string{"ERPSYNC_HISTORY=none"}
+		}
+		secs, _, err := o.child(ctx, dbURL, base, env...)
+		if err != nil {
+			return s, err
+		}
+		w := walDiff(ctx, admin, lsn(ctx, admin), before)
+		if noHistory {
+			s.changedNoHistorySecs, s.changedNoHistoryWAL = secs, w
+			continue
+		}
+		s.changedSecs, s.changedWAL = secs, w
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM erp.invoices_history`).Scan(&s.versions); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
+}
+
+// changeOnePercent changes the total of one invoice in a hundred, a
+// different hundredth each time, and encodes the pages again.
+func (o Options) changeOnePercent(sim *erpsim.Sim, run int, second bool) {
+	offset := 2*run + 1
+	if second {
+		offset++
+	}
+	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		for j := offset % 100; j < len(inv); j += 100 {
+			inv[j].TotalBC = inv[j].TotalBC.Add(decimal.New(1, -2))
+		}
+		return inv
+	})
+	sim.PreEncodeInvoicePages(o.PageSize)
 }
 
 // child runs `erpsync sync invoices` as a separate process, so its peak
 // memory is its own. It runs under /usr/bin/time: the rusage of a child
 // that Go starts directly counts the bench's own memory, since the child
 // shares it (vfork) until exec.
-func (o Options) child(ctx context.Context, dbURL, base string) (secs float64, rss int64, err error) {
+func (o Options) child(ctx context.Context, dbURL, base string, env ...string) (secs float64, rss int64, err error) {
 	timeOut, err := os.CreateTemp("", "erpsync-bench-time")
 	if err != nil {
 		return 0, 0, err
@@ -205,6 +264,7 @@ func (o Options) child(ctx context.Context, dbURL, base string) (secs float64, r
 		"ERPSYNC_ERP_USERNAME=erpsync", "ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
 		"ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(o.PageSize), "ERPSYNC_LOG_FORMAT=json", "ERPSYNC_LOG_LEVEL=warn",
 		"ERPSYNC_CONFIG=")
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()

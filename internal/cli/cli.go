@@ -41,6 +41,7 @@ Usage:
   erpsync status [--json]      checkpoints, last runs and freshness per source and stream
   erpsync check                check configuration, database, ERP login and /api/auth/me/
   erpsync probe [STREAM...]    one small read per stream: is each usable on this installation? (--json)
+  erpsync verify [STREAM...]   compare the warehouse with the ERP, rows and money sums; exit 1 if they differ (--json)
   erpsync demo                 sync the built-in ERP simulator into a local database
   erpsync version              version and build information
 
@@ -79,6 +80,7 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		"status":   cmdStatus,
 		"check":    cmdCheck,
 		"probe":    cmdProbe,
+		"verify":   cmdVerify,
 		"demo":     cmdDemo,
 		"version":  func(e *env) error { fmt.Fprintln(e.stdout, buildinfo.String()); return nil },
 		"simulate": cmdSimulate, // hidden: the ERP simulator for docker-compose and manual tests
@@ -177,7 +179,8 @@ func (e *env) positional() []string { return e.args }
 
 // loadConfig reads the configuration; needERP requires a usable source.
 func (e *env) loadConfig(file string, needERP bool) (config.Config, error) {
-	return config.Load(e.environ, config.Options{ConfigFile: file, KnownStreams: e.catalog.Names(), NeedERP: needERP})
+	return config.Load(e.environ, config.Options{ConfigFile: file, KnownStreams: e.catalog.Names(),
+		HistoryStreams: e.historyStreams(), NeedERP: needERP})
 }
 
 // signalContext returns a context cancelled on SIGINT/SIGTERM.
@@ -236,8 +239,25 @@ func newClient(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...f
 
 // target is a source as its runs see it.
 func target(src config.Source, client *erp.Client) ingest.Target {
+	history := map[string]bool{}
+	for _, st := range src.Streams {
+		if st.History != nil {
+			history[st.Name] = *st.History
+		}
+	}
 	return ingest.Target{Source: src.Name, Client: client, PageSize: src.PageSize,
-		Prefixes: map[string]string{"messaging": src.MessagingPrefix}}
+		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, History: history}
+}
+
+// historyStreams are the streams that have a history table.
+func (e *env) historyStreams() []string {
+	var out []string
+	for _, n := range e.catalog.Names() {
+		if s, _ := e.catalog.Lookup(n); ingest.HistoryOf(s) != ingest.NoHistory {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // streamsFor resolves the streams to run for a source: the named ones, or

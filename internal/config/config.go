@@ -160,6 +160,9 @@ func (s Source) CredentialKeys() string {
 type StreamConfig struct {
 	Name     string
 	Schedule string
+	// History says whether the stream keeps the versions its rows
+	// replace; nil leaves it to the stream (on for the finance streams).
+	History *bool
 }
 
 // Stream returns the enabled stream by name.
@@ -211,6 +214,7 @@ type fileSource struct {
 
 type fileStream struct {
 	Schedule string `yaml:"schedule"`
+	History  *bool  `yaml:"history"`
 }
 
 // Options are what the command line adds on top of the environment.
@@ -218,6 +222,9 @@ type Options struct {
 	ConfigFile string
 	// KnownStreams validates stream names; nil accepts any name.
 	KnownStreams []string
+	// HistoryStreams are the streams that can keep history; nil accepts
+	// any.
+	HistoryStreams []string
 	// NeedERP requires at least one source with a base URL and credentials.
 	NeedERP bool
 }
@@ -298,6 +305,9 @@ func Load(environ []string, opts Options) (Config, error) {
 		return Config{}, err
 	}
 	cfg.Sources = sources
+	if v := strings.TrimSpace(env["ERPSYNC_HISTORY"]); v != "" {
+		applyHistory(cfg.Sources, v)
+	}
 	for _, s := range cfg.Sources {
 		if err := validateSource(s, opts); err != nil {
 			return Config{}, err
@@ -420,7 +430,25 @@ func fileSourceToSource(where string, fs fileSource, env map[string]string, enab
 		schedules[name] = s.Schedule
 	}
 	src.Streams = streamList(names, schedules, defaultSchedule)
+	for i, st := range src.Streams {
+		src.Streams[i].History = fs.Streams[st.Name].History
+	}
 	return src, nil
+}
+
+// applyHistory applies ERPSYNC_HISTORY to every source: "none", or the
+// streams that keep history (every other stream then keeps none).
+func applyHistory(sources []Source, v string) {
+	keep := splitList(v)
+	if strings.EqualFold(v, "none") {
+		keep = nil
+	}
+	for _, src := range sources {
+		for i := range src.Streams {
+			on := slices.Contains(keep, src.Streams[i].Name)
+			src.Streams[i].History = &on
+		}
+	}
 }
 
 func streamList(names []string, schedules map[string]string, defaultSchedule string) []StreamConfig {
@@ -591,6 +619,10 @@ func validateSource(s Source, opts Options) error {
 			return errf("%s: stream %q is listed twice", where, st.Name)
 		}
 		seen[st.Name] = true
+		if st.History != nil && *st.History && opts.HistoryStreams != nil && !slices.Contains(opts.HistoryStreams, st.Name) {
+			return errf("%s: stream %s keeps no history (ERPSYNC_HISTORY or streams.%s.history); streams that can: %s",
+				where, st.Name, st.Name, strings.Join(opts.HistoryStreams, ", "))
+		}
 		if _, err := ParseSchedule(st.Schedule); err != nil {
 			return errf("%s: stream %s: schedule %q: %v (ERPSYNC_SCHEDULE or streams.%s.schedule)", where, st.Name, st.Schedule, err, st.Name)
 		}

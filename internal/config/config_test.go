@@ -724,3 +724,54 @@ sources:
 	_, err := Load([]string{"ERPSYNC_CONFIG=" + writeFile(t, "bad.yaml", "sources:\n  - name: a\n    max_response: huge\n")}, Options{})
 	wantConfigError(t, err, "sources[0].max_response")
 }
+
+// historyOf renders each stream's history setting: on, off or default.
+func historyOf(s Source) string {
+	var parts []string
+	for _, st := range s.Streams {
+		v := "default"
+		if st.History != nil {
+			v = map[bool]string{true: "on", false: "off"}[*st.History]
+		}
+		parts = append(parts, st.Name+"="+v)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func TestLoadHistory(t *testing.T) {
+	can := []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations", "messaging_messages"}
+	opts := Options{HistoryStreams: can}
+	path := writeFile(t, "c.yaml", `
+sources:
+  - base_url: https://erp.example.com
+    username: u
+    password_env: MY_ERP_PASSWORD
+    streams:
+      invoices: {history: false}
+      cashboxes: {}
+      messaging_messages: {history: true}
+`)
+	env := []string{"MY_ERP_PASSWORD=" + testPassword}
+	cfg := mustLoad(t, env, Options{ConfigFile: path, HistoryStreams: can})
+	if got, want := historyOf(cfg.Sources[0]), "cashboxes=default; invoices=off; messaging_messages=on"; got != want {
+		t.Errorf("from the file: %s, want %s", got, want)
+	}
+
+	// ERPSYNC_HISTORY names the streams that keep it, everywhere.
+	cfg = mustLoad(t, append(env, "ERPSYNC_HISTORY=cashboxes"), Options{ConfigFile: path, HistoryStreams: can})
+	if got, want := historyOf(cfg.Sources[0]), "cashboxes=on; invoices=off; messaging_messages=off"; got != want {
+		t.Errorf("with ERPSYNC_HISTORY: %s, want %s", got, want)
+	}
+	cfg = mustLoad(t, baseEnv("ERPSYNC_HISTORY=none"), opts)
+	if got := historyOf(cfg.Sources[0]); strings.Contains(got, "=on") || strings.Contains(got, "=default") {
+		t.Errorf("ERPSYNC_HISTORY=none: %s", got)
+	}
+	cfg = mustLoad(t, baseEnv(), opts)
+	if got := historyOf(cfg.Sources[0]); strings.Contains(got, "=on") || strings.Contains(got, "=off") {
+		t.Errorf("without a setting every stream keeps its default: %s", got)
+	}
+
+	// Asking history of a stream that has no history table is an error.
+	_, err := Load(baseEnv("ERPSYNC_STREAMS=invoices,balance_sheet", "ERPSYNC_HISTORY=balance_sheet"), opts)
+	wantConfigError(t, err, "balance_sheet", "keeps no history", "ERPSYNC_HISTORY")
+}

@@ -57,7 +57,7 @@ FROM erp.balance_sheet_snapshots WHERE source = $1 AND as_of = $2`, sc.Source, a
 		}
 		rows[i] = []any{sc.Source, asOf, n.Node, parent, n.Depth, sc.CompanyID, sc.BranchID, n.Code, n.Name, n.Balance, n.Payload, n.Hash[:]}
 	}
-	_, err = tx.CopyFrom(ctx, pgx.Identifier{"erp", "balance_sheet_snapshots"},
+	_, err = CopyInto(ctx, tx, pgx.Identifier{"erp", "balance_sheet_snapshots"},
 		[]string{"source", "as_of", "node", "parent", "depth", "company_id", "branch_id", "code", "name", "balance", "payload", "payload_hash"},
 		pgx.CopyFromRows(rows))
 	if err != nil {
@@ -190,7 +190,7 @@ func ReplaceJournalLines(ctx context.Context, tx pgx.Tx, sc model.Scope, kind st
 	for i, l := range lines {
 		rows[i] = []any{sc.Source, kind, doc.ID, l.Line, sc.CompanyID, sc.BranchID, l.AccountCode, l.Debit, l.Credit, l.Payload}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"erp", "journal_lines"},
+	if _, err := CopyInto(ctx, tx, pgx.Identifier{"erp", "journal_lines"},
 		[]string{"source", "document_kind", "document_id", "line", "company_id", "branch_id", "account_code", "debit", "credit", "payload"},
 		pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("journal lines of %s %s: %w", kind, doc.ID, Describe(err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -22,11 +23,14 @@ type Table struct {
 	Name    string   // schema-qualified, e.g. erp.invoices
 	Columns []string // typed columns, in the order of Row.Values
 
-	ident      pgx.Identifier
-	stage      string
-	copyCols   []string
-	createSQL  string
-	upsertSQL  string
+	ident     pgx.Identifier
+	stage     string
+	copyCols  []string
+	createSQL string
+	upsertSQL string
+	// historySQL is upsertSQL that first keeps the versions it replaces
+	// in <Name>_history.
+	historySQL string
 	changedSQL string
 	deleteSQL  string
 	goneSQL    string
@@ -55,8 +59,8 @@ func NewTable(name string, columns ...string) *Table {
 	// DO UPDATE ... WHERE false still locks and WAL-logs the row, and an
 	// unchanged re-sync must write nothing. The hash makes that test cheap;
 	// the DO UPDATE WHERE is the exact test on the payload itself.
-	t.upsertSQL = fmt.Sprintf(`
-WITH up AS (
+	upsert := fmt.Sprintf(`
+up AS (
     INSERT INTO %[1]s AS t (%[2]s)
     SELECT %[3]s
     FROM %[4]s s
@@ -67,14 +71,28 @@ WITH up AS (
        OR cur.company_id <> s.company_id
        OR cur.branch_id <> s.branch_id
     ON CONFLICT (source, id) DO UPDATE SET %[5]s, synced_at = now(), deleted_at = NULL
-    WHERE t.payload IS DISTINCT FROM EXCLUDED.payload
-       OR t.deleted_at IS NOT NULL
-       OR t.company_id <> EXCLUDED.company_id
-       OR t.branch_id <> EXCLUDED.branch_id
+    WHERE %[6]s
     RETURNING (xmax = 0) AS inserted
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
-		name, cols, sCols, t.stage, strings.Join(set, ", "))
+		name, cols, sCols, t.stage, strings.Join(set, ", "), rewrites("t", "EXCLUDED"))
+	t.upsertSQL = "WITH " + upsert
+
+	// The version a row is about to lose, read in the same statement (a
+	// data-modifying WITH sees the table as it was before the statement)
+	// and under the same condition as the overwrite. A version written
+	// earlier in this transaction (the same id on two pages of a group)
+	// was never visible to anyone and is not kept.
+	hCols := append(slices.Clone(t.copyCols), "first_seen_at")
+	t.historySQL = fmt.Sprintf(`
+WITH kept AS (
+    INSERT INTO %[1]s_history (%[2]s, valid_from, valid_to, ended_by)
+    SELECT cur.%[3]s, cur.synced_at, coalesce(cur.deleted_at, now()),
+           CASE WHEN cur.deleted_at IS NULL THEN 'change' ELSE 'deletion' END
+    FROM %[4]s s
+    JOIN %[1]s cur ON cur.source = s.source AND cur.id = s.id
+    WHERE (%[5]s) AND coalesce(cur.deleted_at, now()) > cur.synced_at
+), %[6]s`, name, strings.Join(hCols, ", "), strings.Join(hCols, ", cur."), t.stage, rewrites("cur", "s"), upsert)
 
 	t.changedSQL = fmt.Sprintf(`
 SELECT s.id FROM unnest($4::text[], $5::bytea[]) AS s(id, hash)
@@ -99,6 +117,16 @@ WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
 SELECT count(*), CASE WHEN $5 THEN sha256(convert_to(string_agg(id, E'\n' ORDER BY id COLLATE "C"), 'UTF8')) END
 FROM (%s) gone`, gone)
 	return t
+}
+
+// rewrites is the one test of whether a row's stored version (alias old)
+// is overwritten by an incoming one (alias new): its content differs, it
+// comes back from deletion, or it moved to another company or branch.
+func rewrites(old, new string) string {
+	return fmt.Sprintf(`%[1]s.payload IS DISTINCT FROM %[2]s.payload
+       OR %[1]s.deleted_at IS NOT NULL
+       OR %[1]s.company_id <> %[2]s.company_id
+       OR %[1]s.branch_id <> %[2]s.branch_id`, old, new)
 }
 
 // Row is one record ready to write.
@@ -128,10 +156,18 @@ type Scope struct {
 	SweepID int64
 }
 
+// UpsertOptions say what an upsert does besides writing rows.
+type UpsertOptions struct {
+	// TrackSeen records the ids as seen by the sweep.
+	TrackSeen bool
+	// History keeps the versions the upsert replaces in the table's
+	// history (<Name>_history).
+	History bool
+}
+
 // Upsert writes rows (ids unique within the slice) in bulk: COPY into the
-// connection's staging table, one INSERT ... SELECT ... ON CONFLICT and,
-// with trackSeen, the ids recorded as seen by the sweep.
-func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, trackSeen bool) (UpsertResult, error) {
+// connection's staging table and one INSERT ... SELECT ... ON CONFLICT.
+func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, opts UpsertOptions) (UpsertResult, error) {
 	var res UpsertResult
 	if len(rows) == 0 {
 		return res, nil
@@ -145,7 +181,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, tra
 	}
 	batch := &pgx.Batch{}
 	batch.Queue(t.changedSQL, sc.Source, sc.CompanyID, sc.BranchID, ids, hashes)
-	if trackSeen {
+	if opts.TrackSeen {
 		batch.Queue(seenSQL, sc.SweepID, ids)
 	}
 	br := tx.SendBatch(ctx, batch)
@@ -154,7 +190,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, tra
 	if err == nil {
 		changedIDs, err = pgx.CollectRows(rows0, pgx.RowTo[string])
 	}
-	if err == nil && trackSeen {
+	if err == nil && opts.TrackSeen {
 		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil {
@@ -189,7 +225,11 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, tra
 	if err != nil {
 		return res, fmt.Errorf("%s copy to staging: %w", t.Name, Describe(err))
 	}
-	if err := tx.QueryRow(ctx, t.upsertSQL).Scan(&res.Inserted, &res.Updated); err != nil {
+	upsert := t.upsertSQL
+	if opts.History {
+		upsert = t.historySQL
+	}
+	if err := tx.QueryRow(ctx, upsert).Scan(&res.Inserted, &res.Updated); err != nil {
 		return res, fmt.Errorf("%s upsert: %w", t.Name, Describe(err))
 	}
 	res.Unchanged += n - res.Inserted - res.Updated
@@ -218,7 +258,7 @@ func (s *sliceStream) Row() *Row  { return &s.rows[s.i] }
 // COPY: the initial load. A row that exists after all fails the COPY
 // with a unique violation (IsUniqueViolation); the caller then upserts.
 func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc Scope, rows RowStream) (int64, error) {
-	n, err := tx.CopyFrom(ctx, t.ident, t.copyCols, &rowSource{rows: rows, sc: sc})
+	n, err := CopyInto(ctx, tx, t.ident, t.copyCols, &rowSource{rows: rows, sc: sc})
 	if err != nil {
 		return 0, fmt.Errorf("%s copy: %w", t.Name, Describe(err))
 	}

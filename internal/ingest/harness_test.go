@@ -34,6 +34,8 @@ type harness struct {
 	pages  int
 	// prefixes are the installation's path prefixes (messaging).
 	prefixes map[string]string
+	// history is the configuration's history setting per stream.
+	history map[string]bool
 }
 
 func newHarness(t *testing.T, opts erpsim.Options) *harness {
@@ -74,7 +76,7 @@ func (h *harness) run(stream string) ingest.Result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return h.runner.Run(ctx, nil, ingest.Target{Source: h.source, Client: h.client, PageSize: h.pages, Prefixes: h.prefixes}, s, nil)
+	return h.runner.Run(ctx, nil, ingest.Target{Source: h.source, Client: h.client, PageSize: h.pages, Prefixes: h.prefixes, History: h.history}, s, nil)
 }
 
 func (h *harness) mustRun(stream string) ingest.Result {

@@ -57,6 +57,13 @@ type List struct {
 	// kinds ("number|string"); differences are recorded as drift. null
 	// matches any kind.
 	Expect map[string]string
+	// Month is the field whose YYYY-MM puts a record in a month for the
+	// sums `erpsync verify` compares ("" : one total).
+	Month string
+	// History says whether the stream keeps the versions its rows replace
+	// in erp.<Stream>_history (which its migration creates with CALL
+	// erp.add_history('<Stream>')).
+	History History
 	// AfterWrite runs in a page's transaction when it inserted or updated
 	// rows, with the ids of the page's rows (the currency rate history).
 	AfterWrite func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error
@@ -68,6 +75,36 @@ type List struct {
 type expectedField struct {
 	field, spec string
 	kinds       []string
+}
+
+// History is whether, by default, a stream keeps the versions its rows
+// replace; a source's configuration may change the default of a stream
+// that has a history table.
+type History int
+
+const (
+	NoHistory  History = iota // no history table
+	HistoryOff                // a history table, kept when configured
+	HistoryOn                 // kept unless configured off
+)
+
+// HistoryOf is the stream's history default.
+func HistoryOf(s Stream) History {
+	if l, ok := s.(*List); ok {
+		return l.History
+	}
+	return NoHistory
+}
+
+// keepsHistory is whether the stream keeps history for the target.
+func (l *List) keepsHistory(t Target) bool {
+	if l.History == NoHistory {
+		return false
+	}
+	if on, ok := t.History[l.Stream]; ok {
+		return on
+	}
+	return l.History == HistoryOn
 }
 
 // Name is the stream's name.

@@ -2,9 +2,6 @@ package ingest_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -24,31 +21,7 @@ func TestRuntimeRoleNeedsOnlyDML(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, erpsim.Options{Invoices: 120, SlashIDs: true})
 	ctx := context.Background()
-	b := make([]byte, 4)
-	rand.Read(b)
-	role := "erpsync_rt_" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(ctx, testdb.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN IN ROLE erpsync_runtime`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), testdb.AdminURL())
-		if err == nil {
-			c.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
-			c.Close(context.Background())
-		}
-	})
-	u, _ := url.Parse(h.url)
-	u.User = url.User(role)
-	pool, err := db.Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close) // before the role is dropped
+	pool := testdb.PoolAs(t, h.url, testdb.Role(t, "erpsync_runtime"))
 	if err := db.EnsureSchema(ctx, pool, false, "", nil); err != nil {
 		t.Fatalf("the runtime role cannot check the schema: %v", err)
 	}

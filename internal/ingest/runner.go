@@ -59,6 +59,10 @@ type Target struct {
 	// stream's path that starts with {name} is read under that prefix
 	// (the messaging channel's differs between installations).
 	Prefixes map[string]string
+	// History says, per stream, whether to keep the versions rows
+	// replace, where the configuration says; other streams follow their
+	// default (HistoryOf).
+	History map[string]bool
 }
 
 // Result is the outcome of one run.

@@ -90,7 +90,7 @@ func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
 	prepare := func(p *erp.Page) *batch { return l.prepare(p, known) }
 	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, prepare)
 	defer src.close()
-	c := &committer{run: r, list: l, sweep: cp, src: src}
+	c := &committer{run: r, list: l, sweep: cp, src: src, history: l.keepsHistory(r.target)}
 	for {
 		b, err := src.next(ctx, nil)
 		if err != nil {
@@ -113,10 +113,11 @@ func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
 // bulk load, groups of pages in one COPY. Both end with the run's one
 // epilogue.
 type committer struct {
-	run   *Run
-	list  *List
-	sweep *db.Checkpoint
-	src   *pageSource
+	run     *Run
+	list    *List
+	sweep   *db.Checkpoint
+	history bool // keep the versions rows replace
+	src     *pageSource
 }
 
 // page commits one page. In a bulk load it is COPYed straight into the
@@ -159,7 +160,8 @@ func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) err
 			up.Inserted, err = c.list.table.CopyNew(ctx, tx, sc, rows)
 		default:
 			// A bulk load needs no seen-list: see markDeletions.
-			up, err = c.list.table.Upsert(ctx, tx, sc, rows.pages[0].rows, !c.sweep.BulkLoad)
+			up, err = c.list.table.Upsert(ctx, tx, sc, rows.pages[0].rows,
+				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, History: c.history})
 			c.run.wrote(up.Changed)
 		}
 		// The pages a COPY took are known only once it ran: the epilogue

@@ -19,7 +19,9 @@ import (
 func Invoices() *ingest.List {
 	return &ingest.List{
 		Stream:  "invoices",
+		History: ingest.HistoryOn,
 		Path:    "/sales/api/invoices/list/",
+		Month:   "date",
 		Paging:  erp.CursorPaged,
 		Columns: []ingest.Column{{Name: "total_bc", Field: "total_bc", Type: ingest.Money}},
 		Expect: map[string]string{
@@ -33,9 +35,10 @@ func Invoices() *ingest.List {
 // in erp.currency_rates.
 func Currencies() *ingest.List {
 	return &ingest.List{
-		Stream: "currencies",
-		Path:   "/accounts/api/currencies/",
-		Query:  url.Values{"scope": {"all"}},
+		Stream:  "currencies",
+		History: ingest.HistoryOn,
+		Path:    "/accounts/api/currencies/",
+		Query:   url.Values{"scope": {"all"}},
 		Columns: []ingest.Column{
 			{Name: "code", Field: "code", Type: ingest.Text},
 			{Name: "name", Field: "name", Type: ingest.Text},
@@ -62,8 +65,9 @@ func Currencies() *ingest.List {
 // Cashboxes is the list of cash and bank boxes with their balances.
 func Cashboxes() *ingest.List {
 	return &ingest.List{
-		Stream: "cashboxes",
-		Path:   "/accounts/api/cashboxes/",
+		Stream:  "cashboxes",
+		History: ingest.HistoryOn,
+		Path:    "/accounts/api/cashboxes/",
 		Columns: []ingest.Column{
 			{Name: "name", Field: "name", Type: ingest.Text},
 			{Name: "balance", Field: "balance", Type: ingest.Money},
@@ -79,8 +83,10 @@ func Cashboxes() *ingest.List {
 // balances.
 func CashboxReconciliations() *ingest.List {
 	return &ingest.List{
-		Stream: "cashbox_reconciliations",
-		Path:   "/accounts/api/cashbox-reconciliations/",
+		Stream:  "cashbox_reconciliations",
+		History: ingest.HistoryOn,
+		Path:    "/accounts/api/cashbox-reconciliations/",
+		Month:   "reconciled_at",
 		Columns: []ingest.Column{
 			{Name: "cashbox_id", Field: "cashbox_id", Type: ingest.Text},
 			{Name: "status", Field: "status", Type: ingest.Text},

@@ -60,6 +60,6 @@ var documents = []document{
 
 // list is the document kind's list stream.
 func (d document) list() *ingest.List {
-	return &ingest.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission,
+	return &ingest.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission, History: ingest.HistoryOn, Month: "date",
 		Columns: d.columns, Expect: d.expect}
 }

@@ -27,7 +27,7 @@ func Messaging() []ingest.Stream {
 		{"messaging_templates", "{messaging}/api/templates/"},
 		{"messaging_queue", "{messaging}/api/queue/"},
 	} {
-		out = append(out, &ingest.List{Stream: l.stream, Path: l.path})
+		out = append(out, &ingest.List{Stream: l.stream, Path: l.path, History: ingest.HistoryOff})
 	}
 	return out
 }

@@ -207,3 +207,51 @@ func randomHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Role creates a login role for t, a member of the given roles (such as
+// erpsync_runtime or erpsync_analyst), dropped when t ends. Roles belong
+// to the whole server, so its name is random.
+func Role(t testing.TB, memberOf ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	name := "erpsync_t_role_" + randomHex(4)
+	admin := Admin(t)
+	defer admin.Close(ctx)
+	stmt := "CREATE ROLE " + name + " LOGIN"
+	for i, r := range memberOf {
+		if i == 0 {
+			stmt += " IN ROLE "
+		} else {
+			stmt += ", "
+		}
+		stmt += pgx.Identifier{r}.Sanitize()
+	}
+	if _, err := admin.Exec(ctx, stmt); err != nil {
+		t.Fatalf("creating role %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), AdminURL())
+		if err == nil {
+			c.Exec(context.Background(), "DROP ROLE IF EXISTS "+name)
+			c.Close(context.Background())
+		}
+	})
+	return name
+}
+
+// PoolAs opens a pool on dbURL logged in as role (made by Role), closed
+// when t ends, before the role is dropped.
+func PoolAs(t testing.TB, dbURL, role string) *pgxpool.Pool {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	pool, err := db.Open(context.Background(), u.String())
+	if err != nil {
+		t.Fatalf("connecting as %s: %v", role, err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}

@@ -7,6 +7,10 @@
 --   erpsync_app    a member of erpsync_runtime (rows of the erp tables, no DDL): the daemon.
 --   analyst        a member of erpsync_analyst (finance tables and views): psql, BI tools.
 --
+-- erpsync_app may bypass row-level security (per-company access is for readers): Postgres
+-- refuses COPY into a table whose policies apply, so without it bulk loads take a slower path.
+-- erpsync_owner may hand out erpsync_analyst, which erp.grant_company does.
+--
 -- The three group roles are created here rather than by the first migration, so the owner
 -- needs no CREATEROLE; the migrations find them and only grant to them.
 CREATE ROLE erpsync_runtime NOLOGIN;
@@ -14,7 +18,8 @@ CREATE ROLE erpsync_analyst NOLOGIN;
 CREATE ROLE erpsync_sensitive NOLOGIN;
 
 CREATE ROLE erpsync_owner LOGIN PASSWORD 'erpsync-owner-demo';
+GRANT erpsync_analyst TO erpsync_owner WITH ADMIN OPTION;
 ALTER DATABASE erpsync OWNER TO erpsync_owner;
 
-CREATE ROLE erpsync_app LOGIN PASSWORD 'erpsync-app-demo' IN ROLE erpsync_runtime;
+CREATE ROLE erpsync_app LOGIN BYPASSRLS PASSWORD 'erpsync-app-demo' IN ROLE erpsync_runtime;
 CREATE ROLE analyst LOGIN PASSWORD 'analyst-demo' IN ROLE erpsync_analyst;

@@ -1,0 +1,317 @@
+package dashboards
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shopspring/decimal"
+
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/streams"
+	"github.com/erpsync/erpsync/internal/testdb"
+)
+
+const (
+	warehouseJSON = "deploy/grafana/warehouse.json"
+	// warehouseUID is the uid of the Postgres data source provisioned for the dashboard.
+	warehouseUID  = "erpsync-warehouse"
+	postgresType  = "grafana-postgresql-datasource"
+	source        = "default" // the source name docker-compose's erpsync uses
+	nChanged      = 10        // invoices the test changes between the two syncs
+	nDeleted      = 5         // and deletes
+	changedRate   = "0.930000"
+	changedRateOf = "EUR"
+)
+
+// The questions the dashboard answers, by panel title.
+var requiredPanels = []string{
+	"Revenue per month and currency",
+	"Largest customers",
+	"Invoices changed or deleted this week",
+	"Cash position per cashbox",
+	"Reconciliations with a difference",
+	"FX rate history",
+	"Data freshness per stream",
+}
+
+// The dashboard has its panels, and every query goes to the provisioned warehouse data source.
+func TestWarehouseDashboardPanels(t *testing.T) {
+	d := loadDashboard(t, warehouseJSON)
+	var titles []string
+	for _, p := range d.allPanels() {
+		if p.Type == "row" {
+			continue
+		}
+		titles = append(titles, p.Title)
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			if tg.RawSQL == "" {
+				t.Errorf("panel %q, query %s: no rawSql", p.Title, tg.RefID)
+			}
+		}
+		for i, ref := range p.datasources() {
+			if ref == nil && i > 0 {
+				continue // a query that names none uses the panel's
+			}
+			if ref == nil || ref.UID != warehouseUID || ref.Type != postgresType {
+				t.Errorf("panel %q: data source %+v, want {%s %s}", p.Title, ref, postgresType, warehouseUID)
+			}
+		}
+	}
+	for _, want := range requiredPanels {
+		if !slices.Contains(titles, want) {
+			t.Errorf("no panel %q (panels: %q)", want, titles)
+		}
+	}
+	for _, v := range d.Templating.List {
+		if v.Type == "query" && (v.Datasource == nil || v.Datasource.UID != warehouseUID) {
+			t.Errorf("variable %s: data source %+v, want uid %s", v.Name, v.Datasource, warehouseUID)
+		}
+	}
+}
+
+// Every query of the dashboard, its variables' first, runs as a member of erpsync_analyst on a
+// warehouse synced from the simulator (with invoices changed and deleted this week and a rate
+// changed), with its variables and macros expanded as Grafana would, and returns rows.
+func TestWarehouseDashboardQueries(t *testing.T) {
+	d := loadDashboard(t, warehouseJSON)
+	dbURL, sim, now := syncedWarehouse(t)
+	// A login that is only an analyst, as the dashboard's datasource is.
+	conn := testdb.PoolAs(t, dbURL, testdb.Role(t, "erpsync_analyst"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	dashRange, err := d.dashboardRange(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What Grafana selects by default: every value (All). A variable's query may use the
+	// variables before it.
+	vars := map[string][]string{}
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue // the test gives no other kind: a reference to one is left over, and fails
+		}
+		sql, err := v.sql()
+		if err == nil {
+			sql, err = expand(sql, vars, dashRange)
+		}
+		if err != nil {
+			t.Fatalf("variable %s: %v", v.Name, err)
+		}
+		values, err := firstColumn(ctx, conn, sql)
+		if err != nil || len(values) == 0 {
+			t.Fatalf("variable %s: %d values, %v\n%s", v.Name, len(values), err, sql)
+		}
+		vars[v.Name] = values
+	}
+	if !slices.Contains(vars["source"], source) {
+		t.Errorf("variable source = %q, want it to offer %q", vars["source"], source)
+	}
+
+	type ran struct {
+		sql string
+		r   timeRange
+	}
+	queries := map[string]ran{} // by panel title, for the checks below
+	for _, p := range d.allPanels() {
+		r, err := d.panelRange(p, now)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		for _, tg := range p.Targets {
+			sql, err := expand(tg.RawSQL, vars, r)
+			if err != nil {
+				t.Errorf("panel %q, query %s: %v", p.Title, tg.RefID, err)
+				continue
+			}
+			n, err := countRows(ctx, conn, sql)
+			switch {
+			case err != nil:
+				t.Errorf("panel %q, query %s failed as erpsync_analyst: %v\n%s", p.Title, tg.RefID, err, sql)
+			case n == 0:
+				t.Errorf("panel %q, query %s returned no rows\n%s", p.Title, tg.RefID, sql)
+			default:
+				t.Logf("panel %q, query %s: %d rows", p.Title, tg.RefID, n)
+				queries[p.Title] = ran{sql, r}
+			}
+		}
+	}
+
+	// A few panels checked against what the simulator holds, through the panel's own SQL.
+	if q, ok := queries["Revenue per month and currency"]; ok {
+		var got string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(sum(revenue_bc), 0)::text FROM (`+q.sql+`) panel`).Scan(&got); err != nil {
+			t.Fatalf("revenue total: %v", err)
+		}
+		want := bookedRevenue(sim, q.r)
+		if g, err := decimal.NewFromString(got); err != nil || !g.Equal(want) {
+			t.Errorf("revenue per month adds up to %s, want %s (booked invoices dated %s..%s)", got, want,
+				q.r.from.Format(time.DateOnly), q.r.to.Format(time.DateOnly))
+		}
+	}
+	if q, ok := queries["Invoices changed or deleted this week"]; ok {
+		got, err := countBy(ctx, conn, `SELECT change, count(*) FROM (`+q.sql+`) panel GROUP BY change`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]int64{"changed": nChanged, "deleted": nDeleted}; !maps.Equal(got, want) {
+			t.Errorf("invoices changed or deleted this week: %v, want %v", got, want)
+		}
+	}
+	if q, ok := queries["FX rate history"]; ok {
+		var rates int64
+		err := conn.QueryRow(ctx, `SELECT count(DISTINCT rate) FROM (`+q.sql+`) panel WHERE metric LIKE $1`,
+			changedRateOf+" %").Scan(&rates)
+		if err != nil || rates != 2 {
+			t.Errorf("FX rate history shows %d rates of %s, want 2 (before and after the change): %v", rates, changedRateOf, err)
+		}
+	}
+}
+
+// syncedWarehouse is a fresh warehouse with every stream synced from the simulator, then
+// synced again after invoices were changed and deleted and a rate changed. now is the moment
+// after the second sync, the "now" of Grafana's time ranges.
+func syncedWarehouse(t *testing.T) (dbURL string, sim *erpsim.Sim, now time.Time) {
+	t.Helper()
+	pool, dbURL := testdb.Pool(t)
+	sim = erpsim.New(erpsim.Options{Invoices: 250})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	client, err := erp.New(erp.Options{BaseURL: srv.URL, Username: "erpsync", Password: "erpsync-demo-password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(context.Background()) })
+	catalog := streams.MustDefault()
+	runner := &ingest.Runner{Pool: pool, Prefetch: 1}
+	target := ingest.Target{Source: source, Client: client, PageSize: 100, Prefixes: map[string]string{"messaging": "/messaging"}}
+	syncAll := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for _, name := range catalog.Names() {
+			s, _ := catalog.Lookup(name)
+			if res := runner.Run(ctx, nil, target, s, nil); res.Err != nil || res.Status != model.StatusSucceeded {
+				t.Fatalf("sync %s: %s: %v", name, res.Status, res.Err)
+			}
+		}
+	}
+
+	// Times come from the database's clock, which wrote synced_at and deleted_at: a test
+	// server on another machine may run a little ahead of this one.
+	dbNow := func() time.Time {
+		t.Helper()
+		var ts time.Time
+		if err := pool.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&ts); err != nil {
+			t.Fatalf("reading the database's clock: %v", err)
+		}
+		return ts
+	}
+
+	syncAll()
+	for {
+		started := dbNow()
+		changeERP(sim)
+		syncAll()
+		now = dbNow().Truncate(time.Millisecond) // Grafana's precision
+		// A second sync that straddled Monday 00:00 UTC wrote part of its changes last week:
+		// change and sync once more, all within this week.
+		if !startOf(now.UTC(), "w").After(started) {
+			return dbURL, sim, now
+		}
+	}
+}
+
+// changeERP makes what the ERP does between two syncs: the first nChanged invoices are
+// corrected (dated today, a new total), the last nDeleted are deleted, a rate changes.
+func changeERP(sim *erpsim.Sim) {
+	at := time.Now().UTC()
+	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		for i := range inv[:nChanged] {
+			inv[i].Date = at.Format(time.DateOnly)
+			inv[i].TotalBC = inv[i].TotalBC.Add(decimal.New(1, 0))
+			inv[i].UpdatedAt = at.Format(time.RFC3339)
+		}
+		return inv[:len(inv)-nDeleted]
+	})
+	sim.SetCurrencyRate(changedRateOf, changedRate)
+}
+
+// bookedRevenue is the panel's answer computed from the simulator: the base-currency total of
+// the invoices neither draft nor cancelled whose date falls in r.
+func bookedRevenue(sim *erpsim.Sim, r timeRange) decimal.Decimal {
+	from, to := r.from.UTC().Format(time.DateOnly), r.to.UTC().Format(time.DateOnly)
+	sum := decimal.Zero
+	for _, inv := range sim.Invoices() {
+		if inv.Raw == nil && inv.Status != "draft" && inv.Status != "cancelled" && inv.Date >= from && inv.Date <= to {
+			sum = sum.Add(inv.TotalBC)
+		}
+	}
+	return sum
+}
+
+// countRows runs sql and decodes every row, as Grafana reads them all.
+func countRows(ctx context.Context, conn *pgxpool.Pool, sql string) (int, error) {
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		if _, err := rows.Values(); err != nil {
+			return n, fmt.Errorf("decoding row %d: %w", n+1, err)
+		}
+		n++
+	}
+	return n, rows.Err()
+}
+
+// firstColumn is a variable query's values: its first column, as text.
+func firstColumn(ctx context.Context, conn *pgxpool.Pool, sql string) ([]string, error) {
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprint(v[0]))
+	}
+	return out, rows.Err()
+}
+
+func countBy(ctx context.Context, conn *pgxpool.Pool, sql string) (map[string]int64, error) {
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", sql, err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	return out, rows.Err()
+}
