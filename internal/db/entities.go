@@ -55,6 +55,9 @@ func NewTable(name string, columns ...string) *Table {
 	for _, c := range t.copyCols[2:] {
 		set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
 	}
+	// The staging table has no statistics, so the rows it meets are named
+	// by id ($1 the source, $2 the ids): a join the planner could only
+	// guess at turns into a scan of the whole table on every page.
 	// The LEFT JOIN drops unchanged rows before they reach ON CONFLICT:
 	// DO UPDATE ... WHERE false still locks and WAL-logs the row, and an
 	// unchanged re-sync must write nothing. The hash makes that test cheap;
@@ -64,7 +67,7 @@ up AS (
     INSERT INTO %[1]s AS t (%[2]s)
     SELECT %[3]s
     FROM %[4]s s
-    LEFT JOIN %[1]s cur ON cur.source = s.source AND cur.id = s.id
+    LEFT JOIN (SELECT * FROM %[1]s WHERE source = $1 AND id = ANY($2::text[])) cur ON cur.id = s.id
     WHERE cur.id IS NULL
        OR cur.payload_hash <> s.payload_hash
        OR cur.deleted_at IS NOT NULL
@@ -90,7 +93,7 @@ WITH kept AS (
     SELECT cur.%[3]s, cur.synced_at, coalesce(cur.deleted_at, now()),
            CASE WHEN cur.deleted_at IS NULL THEN 'change' ELSE 'deletion' END
     FROM %[4]s s
-    JOIN %[1]s cur ON cur.source = s.source AND cur.id = s.id
+    JOIN (SELECT * FROM %[1]s WHERE source = $1 AND id = ANY($2::text[])) cur ON cur.id = s.id
     WHERE (%[5]s) AND coalesce(cur.deleted_at, now()) > cur.synced_at
 ), %[6]s`, name, strings.Join(hCols, ", "), strings.Join(hCols, ", cur."), t.stage, rewrites("cur", "s"), upsert)
 
@@ -229,7 +232,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, opt
 	if opts.History {
 		upsert = t.historySQL
 	}
-	if err := tx.QueryRow(ctx, upsert).Scan(&res.Inserted, &res.Updated); err != nil {
+	if err := tx.QueryRow(ctx, upsert, sc.Source, changedIDs).Scan(&res.Inserted, &res.Updated); err != nil {
 		return res, fmt.Errorf("%s upsert: %w", t.Name, Describe(err))
 	}
 	res.Unchanged += n - res.Inserted - res.Updated
@@ -263,6 +266,14 @@ func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc Scope, rows RowStream
 		return 0, fmt.Errorf("%s copy: %w", t.Name, Describe(err))
 	}
 	return n, nil
+}
+
+// Analyze refreshes the table's statistics.
+func (t *Table) Analyze(ctx context.Context, q Querier) error {
+	if _, err := q.Exec(ctx, "ANALYZE "+t.ident.Sanitize()); err != nil {
+		return fmt.Errorf("%s: analyze: %w", t.Name, Describe(err))
+	}
+	return nil
 }
 
 // HasRows reports whether the table holds any row of the source.

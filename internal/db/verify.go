@@ -13,31 +13,62 @@ import (
 	"github.com/erpsync/erpsync/internal/model"
 )
 
-// Comparison holds what the ERP lists for one table, copied page by page
-// into a temporary table of the session, and compares it with the
-// warehouse in SQL: the client keeps one page in memory, whatever the
-// size of the table. The session is made read-only once its comparisons
-// are prepared (see ReadOnly): a temporary table is the only thing it can
-// write.
+// Comparison compares what the ERP lists for one table with the
+// warehouse, page by page: each page is copied into a small temporary
+// table and compared with the warehouse's rows of the same ids (found by
+// primary key); only its ids, months and money values are kept, in a
+// second temporary table, for the rows the warehouse has that the ERP no
+// longer lists and for the sums. The client holds one page in memory,
+// whatever the size of the table. The session is made read-only once
+// its comparisons are prepared (see ReadOnly): temporary tables are all
+// it can write.
 type Comparison struct {
-	table *Table
-	money []string // the money columns, summed
-	month string   // the JSON field whose YYYY-MM groups the sums; "" for none
-	temp  string
-	cols  []string // COPY columns of the temporary table
-	seq   int64
+	table  *Table
+	money  []string // the money columns, summed
+	month  string   // the JSON field whose YYYY-MM groups the sums; "" for none
+	sample int      // ids kept per kind of difference
+
+	page, seen string   // the temporary tables
+	pageCols   []string // COPY columns of the page table
+	compareSQL string
+	keepSQL    string
+	pages      int64
+	found      Differences
 }
 
-// NewComparison prepares the temporary table on conn; money are typed
-// columns of the table, month a top-level field of the records.
-func (t *Table) NewComparison(ctx context.Context, conn *pgx.Conn, money []string, month string) (*Comparison, error) {
-	c := &Comparison{table: t, money: money, month: month, temp: "verify_" + strings.ReplaceAll(t.Name, ".", "_")}
-	c.cols = append(append([]string{}, t.copyCols...), "seq", "month_src")
-	// seq keeps the last copy of an id listed twice, as a sweep does.
-	_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS, seq bigint, month_src text)`, c.temp, t.Name))
-	if err != nil {
-		return nil, fmt.Errorf("%s: preparing the comparison: %w", t.Name, Describe(err))
+// NewComparison prepares the temporary tables on conn; money are typed
+// columns of the table, month a top-level field of the records, sample
+// how many ids to name per kind of difference.
+func (t *Table) NewComparison(ctx context.Context, conn *pgx.Conn, money []string, month string, sample int) (*Comparison, error) {
+	base := strings.ReplaceAll(t.Name, ".", "_")
+	c := &Comparison{table: t, money: money, month: month, sample: sample, page: "verify_page_" + base, seen: "verify_seen_" + base}
+	c.pageCols = append(append([]string{}, t.copyCols...), "month_src")
+	moneyCols := ""
+	for _, m := range money {
+		moneyCols += ", " + m
 	}
+	for _, ddl := range []string{
+		// Emptied by each page's commit: deleting would leave dead rows
+		// that nothing vacuums in a temporary table.
+		fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS, month_src text) ON COMMIT DELETE ROWS`, c.page, t.Name),
+		// seq is the page: an id listed twice counts once, its last copy.
+		fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s AS SELECT 0::bigint AS seq, id, ''::text AS month_src%s FROM %s WITH NO DATA`,
+			c.seen, moneyCols, t.Name),
+	} {
+		if _, err := conn.Exec(ctx, ddl); err != nil {
+			return nil, fmt.Errorf("%s: preparing the comparison: %w", t.Name, Describe(err))
+		}
+	}
+	differs := []string{"w.id IS NULL", "w.payload IS DISTINCT FROM e.payload", "w.company_id <> e.company_id", "w.branch_id <> e.branch_id"}
+	for _, col := range t.Columns {
+		differs = append(differs, fmt.Sprintf("w.%[1]s IS DISTINCT FROM e.%[1]s", col))
+	}
+	// The page's rows are named by id: the page table has no statistics
+	// (see Table.upsertSQL).
+	c.compareSQL = fmt.Sprintf(`SELECT e.id, w.id IS NULL FROM %s e
+		LEFT JOIN (SELECT * FROM %s WHERE source = $1 AND id = ANY($2::text[]) AND deleted_at IS NULL) w ON w.id = e.id
+		WHERE %s`, c.page, t.Name, strings.Join(differs, " OR "))
+	c.keepSQL = fmt.Sprintf(`INSERT INTO %[2]s SELECT $1, id, month_src%[3]s FROM %[1]s`, c.page, c.seen, moneyCols)
 	return c, nil
 }
 
@@ -50,24 +81,83 @@ func ReadOnly(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// Add copies a page of the ERP's rows; months holds each row's month
-// field as received ("" when absent).
+// Add compares a page of the ERP's rows with the warehouse; months holds
+// each row's month field as received ("" when absent).
 func (c *Comparison) Add(ctx context.Context, conn *pgx.Conn, sc model.Scope, rows []Row, months []string) error {
+	c.pages++
+	// An id listed twice on the page counts once, its last copy.
+	last := make(map[string]int, len(rows))
+	ids := make([]string, 0, len(rows))
+	for i, r := range rows {
+		if _, seen := last[r.ID]; !seen {
+			ids = append(ids, r.ID)
+		}
+		last[r.ID] = i
+	}
+	// One transaction per page: its commit empties the page table.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.table.Name, Describe(err))
+	}
+	defer tx.Rollback(ctx)
 	src := &rowSource{rows: Rows(rows), sc: Scope{Scope: sc}}
 	i := -1
-	_, err := conn.CopyFrom(ctx, pgx.Identifier{c.temp}, c.cols, pgx.CopyFromFunc(func() ([]any, error) {
-		if !src.Next() {
-			return nil, nil
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{c.page}, c.pageCols, pgx.CopyFromFunc(func() ([]any, error) {
+		for src.Next() {
+			i++
+			if last[rows[i].ID] == i {
+				v, _ := src.Values()
+				return append(v, months[i]), nil
+			}
 		}
-		i++
-		c.seq++
-		v, _ := src.Values()
-		return append(v, c.seq, months[i]), nil
+		return nil, nil
 	}))
 	if err != nil {
-		return fmt.Errorf("%s: keeping the ERP's page: %w", c.table.Name, Describe(err))
+		return fmt.Errorf("%s: copying the ERP's page: %w", c.table.Name, Describe(err))
+	}
+	b := &pgx.Batch{}
+	b.Queue(c.compareSQL, sc.Source, ids)
+	b.Queue(c.keepSQL, c.pages)
+	br := tx.SendBatch(ctx, b)
+	found, err := br.Query()
+	if err == nil {
+		var id string
+		var missing bool
+		_, err = pgx.ForEachRow(found, []any{&id, &missing}, func() error {
+			if missing {
+				c.found.Missing++
+				c.found.MissingIDs = keepSmallest(c.found.MissingIDs, id, c.sample)
+			} else {
+				c.found.Different++
+				c.found.DifferentIDs = keepSmallest(c.found.DifferentIDs, id, c.sample)
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: comparing a page: %w", c.table.Name, Describe(err))
 	}
 	return nil
+}
+
+// keepSmallest adds id to the sorted ids, keeping the n smallest (in
+// byte order, as Postgres's C collation sorts).
+func keepSmallest(ids []string, id string, n int) []string {
+	i, _ := slices.BinarySearch(ids, id)
+	if i >= n {
+		return ids
+	}
+	ids = slices.Insert(ids, i, id)
+	return ids[:min(len(ids), n)]
 }
 
 // Differences is what a comparison found.
@@ -92,48 +182,34 @@ type SumDifference struct {
 // Agree reports whether the sums are equal.
 func (s SumDifference) Agree() bool { return s.ERP.Equal(s.Warehouse) }
 
-// Compare compares what was added with the warehouse's rows of the
-// source; sample bounds the ids listed per kind.
-func (c *Comparison) Compare(ctx context.Context, conn *pgx.Conn, sc model.Scope, sample int) (Differences, error) {
-	var d Differences
+// Compare ends the comparison once every page was added: the rows the ERP
+// no longer lists, and the sums.
+func (c *Comparison) Compare(ctx context.Context, conn *pgx.Conn, sc model.Scope) (Differences, error) {
+	d := c.found
 	t := c.table.Name
-	// The ERP's rows, the last copy of each id.
-	erpRows := fmt.Sprintf(`(SELECT DISTINCT ON (id) * FROM %s ORDER BY id, seq DESC)`, c.temp)
-	counted := func(what, sql string, n *int64, ids *[]string, args ...any) error {
-		q := fmt.Sprintf(`SELECT count(*), coalesce((array_agg(id ORDER BY id COLLATE "C"))[1:%d], '{}') FROM (%s) x`, sample, sql)
-		if err := conn.QueryRow(ctx, q, args...).Scan(n, ids); err != nil {
-			return fmt.Errorf("%s: %s: %w", t, what, Describe(err))
-		}
-		return nil
+	// Statistics first: the plans below join a million rows.
+	if _, err := conn.Exec(ctx, "ANALYZE "+c.seen); err != nil {
+		return d, fmt.Errorf("%s: %w", t, Describe(err))
 	}
-	if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %s e), (SELECT count(*) FROM %s WHERE source = $1 AND deleted_at IS NULL)`,
-		erpRows, t), sc.Source).Scan(&d.ERPRows, &d.WarehouseRows); err != nil {
+	// The last copy of an id listed on several pages.
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`DELETE FROM %[1]s s WHERE EXISTS (SELECT 1 FROM %[1]s l WHERE l.id = s.id AND l.seq > s.seq)`, c.seen)); err != nil {
+		return d, fmt.Errorf("%s: ids listed twice: %w", t, Describe(err))
+	}
+	if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %s), (SELECT count(*) FROM %s WHERE source = $1 AND deleted_at IS NULL)`,
+		c.seen, t), sc.Source).Scan(&d.ERPRows, &d.WarehouseRows); err != nil {
 		return d, fmt.Errorf("%s: counting: %w", t, Describe(err))
 	}
-	if err := counted("missing rows", fmt.Sprintf(`SELECT e.id FROM %s e
-		LEFT JOIN %s w ON w.source = $1 AND w.id = e.id AND w.deleted_at IS NULL WHERE w.id IS NULL`, erpRows, t),
-		&d.Missing, &d.MissingIDs, sc.Source); err != nil {
-		return d, err
-	}
-	// EXCEPT hashes both sides: the temporary table has no statistics.
-	if err := counted("extra rows", fmt.Sprintf(`SELECT id FROM %s
-		WHERE source = $1 AND company_id = $2 AND branch_id = $3 AND deleted_at IS NULL
-		EXCEPT SELECT id FROM %s`, t, c.temp), &d.Extra, &d.ExtraIDs, sc.Source, sc.CompanyID, sc.BranchID); err != nil {
-		return d, err
-	}
-	differs := []string{"w.payload IS DISTINCT FROM e.payload", "w.company_id <> $2", "w.branch_id <> $3"}
-	for _, col := range c.table.Columns {
-		differs = append(differs, fmt.Sprintf("w.%[1]s IS DISTINCT FROM e.%[1]s", col))
-	}
-	if err := counted("different rows", fmt.Sprintf(`SELECT e.id FROM %s e
-		JOIN %s w ON w.source = $1 AND w.id = e.id AND w.deleted_at IS NULL WHERE %s`, erpRows, t, strings.Join(differs, " OR ")),
-		&d.Different, &d.DifferentIDs, sc.Source, sc.CompanyID, sc.BranchID); err != nil {
-		return d, err
+	// EXCEPT hashes both sides, as the sweep's deletion check does.
+	q := fmt.Sprintf(`SELECT count(*), coalesce((array_agg(id ORDER BY id COLLATE "C"))[1:%d], '{}') FROM (
+		SELECT id FROM %s WHERE source = $1 AND company_id = $2 AND branch_id = $3 AND deleted_at IS NULL
+		EXCEPT SELECT id FROM %s) x`, c.sample, t, c.seen)
+	if err := conn.QueryRow(ctx, q, sc.Source, sc.CompanyID, sc.BranchID).Scan(&d.Extra, &d.ExtraIDs); err != nil {
+		return d, fmt.Errorf("%s: extra rows: %w", t, Describe(err))
 	}
 	if len(c.money) == 0 {
 		return d, nil
 	}
-	sums, err := c.sums(ctx, conn, sc, erpRows)
+	sums, err := c.sums(ctx, conn, sc)
 	if err != nil {
 		return d, fmt.Errorf("%s: sums: %w", t, err)
 	}
@@ -152,7 +228,7 @@ func monthOf(field string) string {
 
 // sums compares the money columns' exact sums per company, branch and
 // month.
-func (c *Comparison) sums(ctx context.Context, conn *pgx.Conn, sc model.Scope, erpRows string) ([]SumDifference, error) {
+func (c *Comparison) sums(ctx context.Context, conn *pgx.Conn, sc model.Scope) ([]SumDifference, error) {
 	var sumCols []string
 	for _, m := range c.money {
 		sumCols = append(sumCols, fmt.Sprintf("coalesce(sum(%s), 0)::text", m))
@@ -183,7 +259,7 @@ func (c *Comparison) sums(ctx context.Context, conn *pgx.Conn, sc model.Scope, e
 		return out, rows.Err()
 	}
 	erpSide, err := side(fmt.Sprintf(`SELECT $1::text, $2::text, %s AS month, %s FROM %s e GROUP BY 3`,
-		monthOf("month_src"), strings.Join(sumCols, ", "), erpRows), sc.CompanyID, sc.BranchID)
+		monthOf("month_src"), strings.Join(sumCols, ", "), c.seen), sc.CompanyID, sc.BranchID)
 	if err != nil {
 		return nil, err
 	}

@@ -128,6 +128,18 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 	return err
 }
 
+// analyze refreshes the planner's statistics of a table a bulk load has
+// just filled: until they are there, the next sweeps' lookups by id are
+// planned for an empty table and read all of it, page after page (and
+// autovacuum, which would take them eventually, may be off). A role that
+// may not analyze (not the owner) gets a warning from Postgres, not an
+// error; autovacuum is then the only way.
+func (r *Run) analyze(ctx context.Context, t *db.Table) {
+	if err := t.Analyze(ctx, r.conn); err != nil {
+		r.log.Warn("could not refresh the table's statistics after the bulk load", "err", err)
+	}
+}
+
 func (r *Run) panicked(p any) error {
 	r.log.Error("panic in stream", "panic", p, "stack", string(debug.Stack()))
 	return fmt.Errorf("%s: panic: %v", r.name, p)
@@ -197,11 +209,15 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", db.Describe(err))
 	}
+	bulkLoaded := last && e.sweep.BulkLoad
 	if e.sweep != nil {
 		*e.sweep = next
 	}
 	if !freshAt.IsZero() {
 		r.freshAt = freshAt
+		if bulkLoaded {
+			r.analyze(ctx, e.table)
+		}
 	}
 	r.rejects = nil
 	st.Rejected += int64(len(rejected))

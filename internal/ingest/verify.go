@@ -82,7 +82,7 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 	comparisons := make([]*db.Comparison, len(streams))
 	for i, s := range streams {
 		if l, ok := s.(*List); ok {
-			c, err := l.table.NewComparison(ctx, conn, l.moneyColumns(), l.Month)
+			c, err := l.table.NewComparison(ctx, conn, l.moneyColumns(), l.Month, o.Sample)
 			if err != nil {
 				return nil, err
 			}
@@ -145,7 +145,7 @@ func (l *List) verify(ctx context.Context, conn *pgx.Conn, t Target, sc model.Sc
 			return err
 		}
 	}
-	d, err := c.Compare(ctx, conn, sc, o.Sample)
+	d, err := c.Compare(ctx, conn, sc)
 	if err != nil {
 		return err
 	}

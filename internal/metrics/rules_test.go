@@ -58,7 +58,8 @@ func readRules(t *testing.T) ruleFile {
 
 // exported builds a registry the way the daemon uses it, with every
 // erpsync family touched at least once, and returns the families it
-// exports by name.
+// exports by name, together with those of `erpsync verify` (written to a
+// textfile or pushed to a Pushgateway, not served by the daemon).
 func exported(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	m := New()
@@ -81,6 +82,20 @@ func exported(t *testing.T) map[string]*dto.MetricFamily {
 	}
 	out := map[string]*dto.MetricFamily{}
 	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	// One stream compared, one that could not be: every family exported.
+	verify, err := Verification([]Verified{
+		{Source: "default", Stream: "invoices", Done: true, MismatchedRows: 3, MismatchedGroups: 1},
+		{Source: "default", Stream: "currencies"},
+	}, time.Now()).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range verify {
+		if _, dup := out[f.GetName()]; dup {
+			t.Fatalf("%s is exported by both the daemon and erpsync verify", f.GetName())
+		}
 		out[f.GetName()] = f
 	}
 	return out
