@@ -35,6 +35,7 @@ func CashboxLookup() *ingest.List {
 		Path:    "/accounts/api/cashboxes/lookup/",
 		Columns: []ingest.Column{{Name: "name", Field: "name", Type: ingest.Text}},
 		Expect:  map[string]string{"id": "number|string", "name": "string", "type": "string"},
+		History: ingest.HistoryOn,
 	}
 }
 
@@ -165,6 +166,14 @@ func TestAddingAStreamDoc(t *testing.T) {
 	}
 	if lookup != "1 Main till, 2 Operating account, 3 Euro account, 4 Petty cash" {
 		t.Errorf("erp.cashbox_lookup = %s", lookup)
+	}
+	var asOf, versions int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM erp.cashbox_lookup_as_of(now())),
+		(SELECT count(*) FROM erp.cashbox_lookup_history)`).Scan(&asOf, &versions); err != nil {
+		t.Fatalf("the page's history: %v", err)
+	}
+	if asOf != 4 || versions != 0 {
+		t.Errorf("cashbox_lookup as of now: %d rows, %d versions kept; want 4 and none (nothing changed)", asOf, versions)
 	}
 	var sum string
 	var days int
