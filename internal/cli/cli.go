@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -162,6 +163,13 @@ func (e *env) parse(fs *flag.FlagSet) error {
 	}
 	e.args = rest
 	return nil
+}
+
+// writeJSON prints v as indented JSON, the --json of every command.
+func (e *env) writeJSON(v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // getenv reads the environment Main was given.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -70,9 +69,7 @@ func cmdProbe(e *env) error {
 		pcancel()
 	}
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(lines); err != nil {
+		if err := e.writeJSON(lines); err != nil {
 			return err
 		}
 	} else {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -39,12 +38,10 @@ func cmdStatus(e *env) error {
 	}
 	warn(st, cfg, time.Now())
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
 		if st == nil {
 			st = []model.StreamStatus{}
 		}
-		return enc.Encode(st)
+		return e.writeJSON(st)
 	}
 	printStatus(e.stdout, st)
 	return nil

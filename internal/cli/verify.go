@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -75,9 +74,7 @@ func cmdVerify(e *env) error {
 	}
 
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(reports); err != nil {
+		if err := e.writeJSON(reports); err != nil {
 			return err
 		}
 	} else {
