@@ -122,6 +122,8 @@ Now query the warehouse:
   %[1]s -c "SELECT id, number, total_bc, synced_at FROM erp.invoices_current ORDER BY synced_at DESC LIMIT 5"
   %[1]s -c "SELECT sum(total_bc) FROM erp.invoices_current"
   %[1]s -c "SELECT code, rate, valid_from, valid_to FROM erp.currency_rates ORDER BY code, valid_from"
+  %[1]s -c "SELECT id, total_bc, valid_from, valid_to, ended_by FROM erp.invoices_history"
+  %[1]s -c "SELECT sum(total_bc) FROM erp.invoices_as_of((SELECT min(finished_at) FROM erp.sync_runs WHERE stream = 'invoices'))"
   %[1]s -c "SELECT stream, status, pages, rows_seen, rows_inserted, rows_updated, rows_unchanged, rows_deleted FROM erp.sync_runs ORDER BY id"
   %[1]s -c "SELECT stream, field, change, detail, count FROM erp.schema_drift"
   %[1]s -c "SELECT source, stream, age, last_run_status FROM erp.stream_freshness"
