@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,9 +57,22 @@ func WriteTextfile(path string, reg *prometheus.Registry) error {
 	return nil
 }
 
-// Push sends the registry to a Pushgateway as job erpsync_verify.
-func Push(url string, reg *prometheus.Registry) error {
-	if err := push.New(url, "erpsync_verify").Gatherer(reg).Push(); err != nil {
+// Push sends the registry to a Pushgateway as job erpsync_verify. A
+// user and password in the URL are sent as basic auth and kept out of
+// the URL, so no error can quote them.
+func Push(gateway string, reg *prometheus.Registry) error {
+	u, err := url.Parse(gateway)
+	if err != nil || u.Host == "" {
+		return errors.New("pushgateway: the URL cannot be parsed (expected http://host:9091)")
+	}
+	user := u.User
+	u.User = nil
+	p := push.New(u.String(), "erpsync_verify").Gatherer(reg)
+	if user != nil {
+		pass, _ := user.Password()
+		p = p.BasicAuth(user.Username(), pass)
+	}
+	if err := p.Push(); err != nil {
 		return fmt.Errorf("pushgateway: %w", err)
 	}
 	return nil

@@ -1,0 +1,69 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The verify metrics reach a Pushgateway with the URL's credentials as
+// basic auth, and an error never quotes the password.
+func TestVerificationPushAndTextfile(t *testing.T) {
+	var mu sync.Mutex
+	var body, auth string
+	fail := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		body, auth = string(b), r.Header.Get("Authorization")
+		if fail {
+			http.Error(w, "no", http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	reg := Verification([]Verified{
+		{Source: "main", Stream: "invoices", Done: true, MismatchedRows: 3, MismatchedGroups: 1},
+		{Source: "main", Stream: "cashboxes"},
+	}, time.Unix(1700000000, 0))
+
+	withCreds := strings.Replace(srv.URL, "http://", "http://ops:s3cret-pw@", 1)
+	if err := Push(withCreds, reg); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if auth == "" || !strings.HasPrefix(auth, "Basic ") {
+		t.Errorf("Authorization = %q, want basic auth", auth)
+	}
+	if body == "" {
+		t.Error("nothing pushed")
+	}
+	fail = true
+	mu.Unlock()
+	err := Push(withCreds, reg)
+	if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+		t.Errorf("failed push: %v; want an error without the password", err)
+	}
+
+	path := filepath.Join(t.TempDir(), "erpsync_verify.prom")
+	if err := WriteTextfile(path, reg); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := os.ReadFile(path)
+	for _, want := range []string{
+		`erpsync_verify_mismatched_rows{source="main",stream="invoices"} 3`,
+		`erpsync_verify_mismatched_rows{source="main",stream="cashboxes"} -1`,
+		`erpsync_verify_mismatched_sums{source="main",stream="invoices"} 1`,
+		`erpsync_verify_timestamp_seconds{source="main",stream="invoices"} 1.7e+09`,
+	} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("textfile lacks %q:\n%s", want, text)
+		}
+	}
+}
