@@ -6,7 +6,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/erpsync/erpsync/internal/buildinfo.Version=$(VERSION)
 
-.PHONY: build demo test test-short bench lint fmt
+.PHONY: build demo test test-short bench fleet lint fmt
 
 ## build: the static binary in ./bin/erpsync
 build:
@@ -28,6 +28,12 @@ test-short:
 N ?= 1000000
 bench: build
 	./bin/erpsync bench --invoices $(N)
+
+## fleet: the fleet report: 200 sources x the 4 core streams, 3000 invoices each, two replicas of
+## `erpsync run` for about 5 minutes (without -race: a report, not a timed test; ERPSYNC_FLEET_*
+## override the sizes, ERPSYNC_FLEET_REPORT=file also writes it as markdown)
+fleet:
+	ERPSYNC_FLEET=full $(GO) test -count=1 -run '^TestFleet$$' -v -timeout 30m ./internal/e2e/
 
 ## lint: formatting and vet
 lint:

@@ -27,6 +27,12 @@ import (
 // its job, and ticks that fall during a run are skipped rather than
 // queued. A job waits for a slot at most until its next tick; past that
 // the tick is skipped and counted.
+//
+// The schedule is kept for the whole fleet of replicas, not per process:
+// before it runs, a job reads when the stream's data were last complete
+// (whichever process completed them) and, if the schedule's next time
+// after that has not come, sleeps until it instead of running. Replicas
+// therefore share the streams' runs instead of each making all of them.
 type scheduler struct {
 	d      *Daemon
 	runner *ingest.Runner
@@ -106,8 +112,9 @@ type job struct {
 // to 15 minutes; refused credentials back off from the first failure.
 var failureBackoff = backoff.Policy{Base: 10 * time.Second, Max: 15 * time.Minute}
 
-// loop runs the stream soon after start-up, so a restarted replica does
-// not leave the warehouse stale for a whole period, then on its schedule.
+// loop looks at the stream soon after start-up, so a restarted replica
+// does not leave the warehouse stale for a whole period, then on its
+// schedule.
 func (j *job) loop(ctx context.Context) {
 	next := time.Now().Add(rand.N(min(j.interval/2, j.s.d.StartSpread) + 1))
 	for {
@@ -135,6 +142,17 @@ func (j *job) loop(ctx context.Context) {
 			next = after
 			continue
 		}
+		if due := j.dueAt(ctx); due.After(time.Now()) {
+			// Another process ran the stream since this job's last
+			// tick. Whoever wakes first at the next due time runs it;
+			// the others find its lock taken or its data fresh. Fresh
+			// data also mean that no holder of the lock is stuck.
+			<-j.s.slots
+			j.s.d.Metrics.LockHeldByOther(j.target.Source, j.stream.Name(), 0)
+			j.setStuck("")
+			next = due
+			continue
+		}
 		notBefore := j.run(ctx)
 		<-j.s.slots
 		next = j.schedule.Next(time.Now())
@@ -142,6 +160,23 @@ func (j *job) loop(ctx context.Context) {
 			next = j.schedule.Next(notBefore)
 		}
 	}
+}
+
+// dueAt is when the stream is next due by the warehouse's record: the
+// schedule's next time after its data were last complete, by any process
+// (replicas, `erpsync sync`). Zero, due now, when they never were or the
+// record cannot be read (the run then meets and reports the database's
+// error). The time is Postgres's and is compared with this host's clock:
+// a skew between the two moves the due time by as much, which only
+// matters to clocks that NTP does not keep within a fraction of a
+// schedule. It is read on the runs pool, whose connection the slot this
+// job holds guarantees, so it never waits behind /readyz or delays it.
+func (j *job) dueAt(ctx context.Context) time.Time {
+	cp, err := db.LoadCheckpoint(ctx, j.s.runner.Pool, j.target.Source, j.stream.Name())
+	if err != nil || cp.LastCompleted.IsZero() {
+		return time.Time{}
+	}
+	return j.schedule.Next(cp.LastCompleted)
 }
 
 // acquire takes a run slot, waiting until deadline at most (or a stop).

@@ -268,9 +268,20 @@ func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc Scope, rows RowStream
 	return n, nil
 }
 
-// Analyze refreshes the table's statistics.
-func (t *Table) Analyze(ctx context.Context, q Querier) error {
-	if _, err := q.Exec(ctx, "ANALYZE "+t.ident.Sanitize()); err != nil {
+// Analyze refreshes the table's statistics after loaded rows were added,
+// unless the planner already knows most of the table (the load is under
+// a tenth of what it counts), or another session is analyzing it right
+// now (SKIP_LOCKED): two ANALYZEs of a table wait for each other, and a
+// fleet of sources loading one table would queue behind them.
+func (t *Table) Analyze(ctx context.Context, q Querier, loaded int64) error {
+	var known float64
+	if err := q.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = $1::regclass`, t.Name).Scan(&known); err != nil {
+		return fmt.Errorf("%s: statistics: %w", t.Name, Describe(err))
+	}
+	if known >= 0 && float64(loaded)*10 < known {
+		return nil
+	}
+	if _, err := q.Exec(ctx, "ANALYZE (SKIP_LOCKED) "+t.ident.Sanitize()); err != nil {
 		return fmt.Errorf("%s: analyze: %w", t.Name, Describe(err))
 	}
 	return nil

@@ -134,8 +134,8 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 // autovacuum, which would take them eventually, may be off). A role that
 // may not analyze (not the owner) gets a warning from Postgres, not an
 // error; autovacuum is then the only way.
-func (r *Run) analyze(ctx context.Context, t *db.Table) {
-	if err := t.Analyze(ctx, r.conn); err != nil {
+func (r *Run) analyze(ctx context.Context, t *db.Table, loaded int64) {
+	if err := t.Analyze(ctx, r.conn, loaded); err != nil {
 		r.log.Warn("could not refresh the table's statistics after the bulk load", "err", err)
 	}
 }
@@ -216,7 +216,7 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 	if !freshAt.IsZero() {
 		r.freshAt = freshAt
 		if bulkLoaded {
-			r.analyze(ctx, e.table)
+			r.analyze(ctx, e.table, next.Rows)
 		}
 	}
 	r.rejects = nil

@@ -80,7 +80,7 @@ func New() *Metrics {
 		}, []string{"source", "stream", "reason"}),
 		lockHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_lock_held_by_other_seconds",
-			Help: "How long another process has held the stream's lock, as this process last found it (0: it ran the stream itself).",
+			Help: "How long another process has held the stream's lock, as this process last found it (0: it ran the stream itself, or found its data fresh).",
 		}, []string{"source", "stream"}),
 		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_schedule_interval_seconds",
