@@ -76,42 +76,50 @@ func pollUntil(t *testing.T, ctx context.Context, timeout, interval time.Duratio
 	})
 }
 
-type daemonRun struct {
-	id             int64
-	stream, status string
-	errText        string
-	started        time.Time
-	finished       *time.Time
-	pid            int
-	sweepID        *int64
+// syncRun is one row of erp.sync_runs.
+type syncRun struct {
+	id                     int64
+	source, stream, status string
+	errText                string
+	started                time.Time
+	finished               *time.Time
+	pid                    int
+	sweepID                *int64
 }
 
-func (r daemonRun) String() string {
+func (r syncRun) String() string {
 	fin := "-"
 	if r.finished != nil {
 		fin = r.finished.Format("15:04:05.000000")
 	}
-	return fmt.Sprintf("#%d %s %s [%s, %s) pid %d err %q", r.id, r.stream, r.status,
+	return fmt.Sprintf("#%d %s/%s %s [%s, %s) pid %d err %q", r.id, r.source, r.stream, r.status,
 		r.started.Format("15:04:05.000000"), fin, r.pid, r.errText)
 }
 
-func loadDaemonRuns(ctx context.Context, pool *pgxpool.Pool) ([]daemonRun, error) {
+// loadRuns reads the runs of one source ("": of every source) in the
+// order they started.
+func loadRuns(ctx context.Context, pool *pgxpool.Pool, source string) ([]syncRun, error) {
 	rows, err := pool.Query(ctx, `
-SELECT id, stream, status, coalesce(error, ''), started_at, finished_at, coalesce(pid, 0), sweep_id
-FROM erp.sync_runs WHERE source = 'default' ORDER BY started_at, id`)
+SELECT id, source, stream, status, coalesce(error, ''), started_at, finished_at, coalesce(pid, 0), sweep_id
+FROM erp.sync_runs WHERE $1 = '' OR source = $1 ORDER BY started_at, id`, source)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (daemonRun, error) {
-		var x daemonRun
-		err := r.Scan(&x.id, &x.stream, &x.status, &x.errText, &x.started, &x.finished, &x.pid, &x.sweepID)
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (syncRun, error) {
+		var x syncRun
+		err := r.Scan(&x.id, &x.source, &x.stream, &x.status, &x.errText, &x.started, &x.finished, &x.pid, &x.sweepID)
 		return x, err
 	})
 }
 
+// loadDaemonRuns reads the runs of the source "default".
+func loadDaemonRuns(ctx context.Context, pool *pgxpool.Pool) ([]syncRun, error) {
+	return loadRuns(ctx, pool, "default")
+}
+
 // succeededBy counts succeeded runs per stream of pid (0: any pid)
 // started after since (zero: any time).
-func succeededBy(runs []daemonRun, pid int, since time.Time) map[string]int {
+func succeededBy(runs []syncRun, pid int, since time.Time) map[string]int {
 	out := map[string]int{}
 	for _, r := range runs {
 		if r.status == "succeeded" && (pid == 0 || r.pid == pid) && !r.started.Before(since) {
@@ -357,7 +365,7 @@ WHERE r.source = 'default' AND r.stream = 'invoices' AND r.status = 'running'
 		}
 	}
 
-	byStream := map[string][]daemonRun{}
+	byStream := map[string][]syncRun{}
 	abandoned := 0
 	for _, r := range runs {
 		byStream[r.stream] = append(byStream[r.stream], r)

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
@@ -305,38 +304,6 @@ func allIn(s string, subs []string) bool {
 	return true
 }
 
-// fleetRun is one row of erp.sync_runs.
-type fleetRun struct {
-	source, stream, status string
-	errText                string
-	started                time.Time
-	finished               *time.Time
-	pid                    int
-}
-
-func (r fleetRun) String() string {
-	fin := "-"
-	if r.finished != nil {
-		fin = r.finished.Format("15:04:05.000000")
-	}
-	return fmt.Sprintf("%s/%s %s [%s, %s) pid %d %s", r.source, r.stream, r.status,
-		r.started.Format("15:04:05.000000"), fin, r.pid, r.errText)
-}
-
-func loadFleetRuns(ctx context.Context, pool *pgxpool.Pool) ([]fleetRun, error) {
-	rows, err := pool.Query(ctx, `
-SELECT source, stream, status, coalesce(error, ''), started_at, finished_at, coalesce(pid, 0)
-FROM erp.sync_runs ORDER BY source, stream, started_at, id`)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fleetRun, error) {
-		var x fleetRun
-		err := r.Scan(&x.source, &x.stream, &x.status, &x.errText, &x.started, &x.finished, &x.pid)
-		return x, err
-	})
-}
-
 // burstWindow is the width of the windows in which run starts are counted.
 const burstWindow = 5 * time.Second
 
@@ -441,7 +408,7 @@ func TestFleet(t *testing.T) {
 		}
 	}
 
-	runs, err := loadFleetRuns(ctx, pool)
+	runs, err := loadRuns(ctx, pool, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +501,7 @@ func percentile(ds []time.Duration, p int) time.Duration {
 // analyseFleet checks the runs (no overlap, nothing failed, every run by
 // one of the replicas, each replica a fair share, no stream overdue) and
 // measures them.
-func analyseFleet(t *testing.T, rep *fleetReport, s fleetSize, replicas []*replica, runs []fleetRun) {
+func analyseFleet(t *testing.T, rep *fleetReport, s fleetSize, replicas []*replica, runs []syncRun) {
 	t.Helper()
 	synced, stopAt := rep.synced, rep.stopAt
 	rep.byStatus, rep.byPid, rep.stale, rep.staleLate = map[string]int{}, map[int]int{}, map[string]staleness{}, map[string]staleness{}
@@ -545,7 +512,7 @@ func analyseFleet(t *testing.T, rep *fleetReport, s fleetSize, replicas []*repli
 	for _, r := range replicas {
 		ours[r.pid] = true
 	}
-	byJob := map[string][]fleetRun{}
+	byJob := map[string][]syncRun{}
 	steadyRuns := map[string]int{}
 	failed := 0
 	for _, r := range runs {
