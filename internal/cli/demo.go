@@ -116,7 +116,7 @@ func cmdDemo(e *env) error {
 		return errors.New("warehouse total differs from the ERP's")
 	}
 
-	psql := "psql " + shellQuote(redactURL(cfg.DatabaseURL.Value()))
+	psql := "psql " + shellQuote(db.RedactURL(cfg.DatabaseURL.Value()))
 	fmt.Fprintf(e.stdout, `
 Now query the warehouse:
   %[1]s -c "SELECT id, number, total_bc, synced_at FROM erp.invoices_current ORDER BY synced_at DESC LIMIT 5"
@@ -128,7 +128,7 @@ Now query the warehouse:
   %[1]s -c "SELECT stream, field, change, detail, count FROM erp.schema_drift"
   %[1]s -c "SELECT source, stream, age, last_run_status FROM erp.stream_freshness"
   ERPSYNC_DATABASE_URL=%[2]s erpsync status
-`, psql, shellQuote(redactURL(cfg.DatabaseURL.Value())))
+`, psql, shellQuote(db.RedactURL(cfg.DatabaseURL.Value())))
 	return nil
 }
 
@@ -152,7 +152,7 @@ func createDemoDatabase(ctx context.Context, admin, name string) (string, error)
 	}
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		return "", fmt.Errorf("no ERPSYNC_DATABASE_URL, and the local Postgres (%s) is not reachable to create %s: %w", redactURL(admin), name, db.Describe(err))
+		return "", fmt.Errorf("no ERPSYNC_DATABASE_URL, and the local Postgres (%s) is not reachable to create %s: %w", db.RedactURL(admin), name, db.Describe(err))
 	}
 	defer conn.Close(ctx)
 	var exists bool
@@ -178,18 +178,6 @@ func streamConfigs(names []string) []config.StreamConfig {
 		out[i] = config.StreamConfig{Name: n, Schedule: config.DefaultSchedule(n)}
 	}
 	return out
-}
-
-// redactURL drops a password from a connection URL before it is shown.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -26,6 +27,19 @@ type Querier interface {
 // ErrBadURL is a connection string that cannot be parsed. pgx's own parse
 // errors can quote the string, password included, so only this is said.
 var ErrBadURL = errors.New("database URL: cannot be parsed (expected postgres://user:pass@host:5432/db or key=value form)")
+
+// RedactURL is a connection URL fit to be shown: its password, if any,
+// replaced by xxxxx. A string that cannot be parsed is not shown at all.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a database URL that cannot be parsed)"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
 
 // Option adjusts a pool that Open makes.
 type Option func(*pgxpool.Config)

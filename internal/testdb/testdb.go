@@ -44,7 +44,7 @@ func Admin(t testing.TB) *pgx.Conn {
 		return conn
 	}
 	if promised() {
-		t.Fatalf("no Postgres for tests at %s: %v", redacted(AdminURL()), err)
+		t.Fatalf("no Postgres for tests at %s: %v", db.RedactURL(AdminURL()), err)
 	}
 	t.Skipf("no Postgres for tests at TEST_DATABASE_URL / 127.0.0.1:5432 (set CI or TEST_DATABASE_URL to make this a failure): %v", err)
 	return nil
@@ -53,18 +53,6 @@ func Admin(t testing.TB) *pgx.Conn {
 // promised: in CI, or with TEST_DATABASE_URL set, a database is part of
 // the test environment and its absence is a failure.
 func promised() bool { return os.Getenv("CI") != "" || os.Getenv("TEST_DATABASE_URL") != "" }
-
-// redacted drops a password from a connection URL.
-func redacted(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "TEST_DATABASE_URL"
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
 
 // New creates a fresh migrated database for t, dropped when t ends, and
 // returns its URL.

@@ -439,22 +439,12 @@ func TestCurrencies(t *testing.T) {
 }
 
 func TestListEnvelopes(t *testing.T) {
-	routes := map[string]int{
-		"/accounts/api/cashboxes/":               4,
-		"/accounts/api/cashbox-reconciliations/": 6,
-		"/accounts/api/payment-vouchers/":        12,
-		"/accounts/api/receipt-vouchers/":        12,
-		"/messaging/api/conversations/":          3,
-		"/messaging/api/messages/":               5,
-		"/messaging/api/templates/":              2,
-		"/messaging/api/queue/":                  2,
-	}
 	for _, env := range []Envelope{EnvelopeData, EnvelopeArray, EnvelopeResults, EnvelopeDataTables} {
 		t.Run(string(env), func(t *testing.T) {
 			s, srv := newSim(t, Options{PageSizeCap: 5})
 			s.SetListEnvelope(env)
 			tok := login(t, srv)
-			for route, n := range routes {
+			for route, n := range oneListRoutes {
 				var recs []map[string]any
 				next := srv.URL + route
 				pages := 0
