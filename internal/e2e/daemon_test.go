@@ -312,16 +312,8 @@ WHERE r.source = 'default' AND r.stream = 'invoices' AND r.status = 'running'
 		t.Errorf("the survivor's /readyz = %d, want 200", code)
 	}
 
-	termAt := time.Now()
-	if err := survivor.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-survivor.done:
-	case <-time.After(25 * time.Second): // default grace 20s
-		t.Fatalf("the survivor did not exit within 25 s of SIGTERM")
-	}
-	t.Logf("the survivor exited %s after SIGTERM", time.Since(termAt).Round(time.Millisecond))
+	took := survivor.stop(t, syscall.SIGTERM, 25*time.Second) // default grace 20s
+	t.Logf("the survivor exited %s after SIGTERM", took.Round(time.Millisecond))
 	if survivor.err != nil {
 		t.Errorf("the survivor exited with %v after SIGTERM, want exit code 0", survivor.err)
 	}
@@ -513,16 +505,7 @@ func TestSIGTERMMidPage(t *testing.T) {
 	if code := getStatus(hc, "http://"+addr+"/readyz"); code != 200 {
 		t.Errorf("/readyz = %d during the sweep, want 200", code)
 	}
-	termAt := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(grace + 5*time.Second):
-		t.Fatalf("erpsync run did not exit within %s of SIGTERM", grace+5*time.Second)
-	}
-	took := time.Since(termAt)
+	took := p.stop(t, syscall.SIGTERM, grace+5*time.Second)
 	t.Logf("exited %s after SIGTERM", took.Round(time.Millisecond))
 	if p.err != nil {
 		t.Errorf("erpsync run exited with %v after SIGTERM, want exit code 0", p.err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -102,22 +103,8 @@ func TestSyncStartsNoStreamAfterSignal(t *testing.T) {
 	pool := testdb.ObserverPool(t, dbURL)
 	p := startErpsync(t, ctx, bin, baseEnv(dbURL, srv.URL, "ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(pageSize)), 1,
 		"sync", "invoices", "currencies", "cashboxes", "--prefetch", "0")
-	pollUntil(t, ctx, 30*time.Second, 10*time.Millisecond, "the first invoice page to commit", []*process{p}, func() (bool, error) {
-		var pages int64
-		err := pool.QueryRow(ctx, `SELECT pages FROM erp.sync_checkpoints WHERE stream = 'invoices'`).Scan(&pages)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, nil
-		}
-		return pages >= 1, err
-	})
-	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("erpsync sync did not stop within 20 s of SIGINT")
-	}
+	waitFirstInvoicePage(t, ctx, pool, p)
+	p.stop(t, syscall.SIGINT, 20*time.Second)
 	var runs string
 	if err := pool.QueryRow(ctx, `SELECT string_agg(stream || ' ' || status, ', ' ORDER BY id) FROM erp.sync_runs`).Scan(&runs); err != nil {
 		t.Fatal(err)
@@ -154,14 +141,7 @@ func TestSIGTERMWorstCaseFitsShutdownTimeout(t *testing.T) {
 	p := startDaemon(t, ctx, bin, baseEnv(dbURL, srv.URL,
 		"ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(pageSize), "ERPSYNC_STREAMS=invoices", "ERPSYNC_SCHEDULE=@every 1s",
 		"ERPSYNC_SHUTDOWN_TIMEOUT="+timeout.String(), "ERPSYNC_HTTP_ADDR="+addr), 1)
-	pollUntil(t, ctx, 30*time.Second, 10*time.Millisecond, "the first invoice page to commit", []*process{p}, func() (bool, error) {
-		var pages int64
-		err := pool.QueryRow(ctx, `SELECT pages FROM erp.sync_checkpoints WHERE stream = 'invoices'`).Scan(&pages)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, nil
-		}
-		return pages >= 1, err
-	})
+	waitFirstInvoicePage(t, ctx, pool, p)
 	// Another session locks the table: the next commit waits (its lock
 	// timeout, 15 s, is longer than the grace period), and the ERP stops
 	// answering, the revoke included.
@@ -175,16 +155,7 @@ func TestSIGTERMWorstCaseFitsShutdownTimeout(t *testing.T) {
 	}
 	sim.SetLatency(6 * time.Second)
 	time.Sleep(500 * time.Millisecond) // a commit is now waiting on the lock
-	termAt := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(timeout + 5*time.Second):
-		t.Fatalf("erpsync run did not exit within %s of SIGTERM", timeout+5*time.Second)
-	}
-	took := time.Since(termAt)
+	took := p.stop(t, syscall.SIGTERM, timeout+5*time.Second)
 	t.Logf("exited %s after SIGTERM (shutdown timeout %s)", took.Round(time.Millisecond), timeout)
 	if took > timeout+time.Second {
 		t.Errorf("exit took %s, more than the shutdown timeout %s", took, timeout)
@@ -198,4 +169,17 @@ func TestSIGTERMWorstCaseFitsShutdownTimeout(t *testing.T) {
 	if code := getStatus(&http.Client{Timeout: time.Second}, "http://"+addr+"/healthz"); code != 0 {
 		t.Errorf("/healthz still answers %d after exit", code)
 	}
+}
+
+// waitFirstInvoicePage waits until p has committed an invoice page.
+func waitFirstInvoicePage(t *testing.T, ctx context.Context, pool *pgxpool.Pool, p *process) {
+	t.Helper()
+	pollUntil(t, ctx, 30*time.Second, 10*time.Millisecond, "the first invoice page to commit", []*process{p}, func() (bool, error) {
+		var pages int64
+		err := pool.QueryRow(ctx, `SELECT pages FROM erp.sync_checkpoints WHERE stream = 'invoices'`).Scan(&pages)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		return pages >= 1, err
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -68,6 +69,22 @@ func (p *process) exited() bool {
 	default:
 		return false
 	}
+}
+
+// stop sends sig and waits for the process to exit, failing t if it has
+// not within; it returns how long the exit took.
+func (p *process) stop(t *testing.T, sig os.Signal, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("erpsync #%d did not exit within %s of %s", p.n, within, sig)
+	}
+	return time.Since(start)
 }
 
 func (p *process) output() string {
