@@ -22,10 +22,7 @@ func (h *harness) syncSource(source string, sim *erpsim.Sim, streams ...string) 
 	h.t.Helper()
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
-	client, err := erp.New(erp.Options{BaseURL: srv.URL, Username: "erpsync", Password: "erpsync-demo-password"})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	client := h.newClient(erp.Options{BaseURL: srv.URL})
 	for _, name := range streams {
 		s, _ := catalog.Lookup(name)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

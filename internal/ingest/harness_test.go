@@ -51,10 +51,13 @@ func newHarness(t *testing.T, opts erpsim.Options) *harness {
 	return h
 }
 
-// newClient builds a client on the simulator with fast retries.
+// newClient builds a client on the simulator (or o.BaseURL) with fast
+// retries.
 func (h *harness) newClient(o erp.Options) *erp.Client {
 	h.t.Helper()
-	o.BaseURL = h.srv.URL
+	if o.BaseURL == "" {
+		o.BaseURL = h.srv.URL
+	}
 	if o.Username == "" {
 		o.Username, o.Password = "erpsync", "erpsync-demo-password"
 	}
@@ -99,6 +102,18 @@ func (h *harness) text(sql string, args ...any) string {
 		return "<null>"
 	}
 	return *s
+}
+
+// wantInvoices checks that erp.invoices holds rows rows whose total_bc
+// sums exactly to the simulator's.
+func (h *harness) wantInvoices(rows int64) {
+	h.t.Helper()
+	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != rows {
+		h.t.Errorf("rows = %d, want %d", n, rows)
+	}
+	if got := h.text(`SELECT sum(total_bc)::text FROM erp.invoices`); got != h.sim.InvoiceTotal().String() {
+		h.t.Errorf("sum(total_bc) = %s, simulator = %s", got, h.sim.InvoiceTotal())
+	}
 }
 
 func (h *harness) count(sql string, args ...any) int64 {

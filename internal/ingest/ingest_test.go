@@ -49,12 +49,7 @@ func TestExactMoney(t *testing.T) {
 			if got := h.text(`SELECT (payload->'total_bc')::text FROM erp.invoices WHERE id = $1`, id); got != wantPayload {
 				t.Errorf("payload total_bc = %s, want %s", got, wantPayload)
 			}
-			if got := h.text(`SELECT sum(total_bc)::text FROM erp.invoices`); got != h.sim.InvoiceTotal().String() {
-				t.Errorf("sum = %s, simulator = %s", got, h.sim.InvoiceTotal())
-			}
-			if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 320 {
-				t.Errorf("rows = %d, want 320", n)
-			}
+			h.wantInvoices(320)
 		})
 	}
 }
@@ -181,12 +176,7 @@ func TestResumeFromCheckpointAfterFailure(t *testing.T) {
 			break
 		}
 	}
-	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 500 {
-		t.Errorf("rows = %d, want 500", n)
-	}
-	if got := h.text(`SELECT sum(total_bc)::text FROM erp.invoices`); got != h.sim.InvoiceTotal().String() {
-		t.Errorf("sum %s != %s", got, h.sim.InvoiceTotal())
-	}
+	h.wantInvoices(500)
 	if got := h.text(`SELECT string_agg(status, ',' ORDER BY id) FROM erp.sync_runs`); got != "failed,succeeded" {
 		t.Errorf("runs = %s", got)
 	}
@@ -209,12 +199,7 @@ func TestChaos(t *testing.T) {
 	})
 	h.client = h.newClient(erp.Options{MaxAttempts: 10})
 	h.mustRun("invoices")
-	if got := h.text(`SELECT sum(total_bc)::text FROM erp.invoices`); got != h.sim.InvoiceTotal().String() {
-		t.Errorf("sum %s != %s", got, h.sim.InvoiceTotal())
-	}
-	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 1000 {
-		t.Errorf("rows = %d", n)
-	}
+	h.wantInvoices(1000)
 	// Every 429 was honoured: the next request came a full Retry-After later.
 	reqs := h.sim.Requests()
 	var limited, logins, unauthorized int
@@ -579,12 +564,7 @@ func TestDatabaseConnectionLostMidSweep(t *testing.T) {
 	}
 	h.sim.SetHook(nil)
 	h.mustRun("invoices")
-	if n := h.count(`SELECT count(*) FROM erp.invoices`); n != 600 {
-		t.Errorf("rows = %d, want 600", n)
-	}
-	if got := h.text(`SELECT sum(total_bc)::text FROM erp.invoices`); got != h.sim.InvoiceTotal().String() {
-		t.Errorf("sum %s != %s", got, h.sim.InvoiceTotal())
-	}
+	h.wantInvoices(600)
 	if got := h.text(`SELECT string_agg(status, ',' ORDER BY id) FROM erp.sync_runs`); got != "failed,succeeded" {
 		t.Errorf("runs = %s, want the lost run closed as failed, then a success", got)
 	}
