@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -167,11 +166,7 @@ func (l *List) prepare(p *erp.Page, known knownPages) *batch {
 			rec = parsed[i]
 			row, err = l.knownRow(rec, values[i*n:(i+1)*n:(i+1)*n])
 		} else {
-			var pre *erp.Record
-			if parsed != nil && parsed[i].IsObject() {
-				pre = &parsed[i]
-			}
-			row, rec, err = l.convert(raw, pre, values[i*n:(i+1)*n:(i+1)*n])
+			row, rec, err = l.convert(p, i, values[i*n:(i+1)*n:(i+1)*n])
 		}
 		if err != nil {
 			id, _, _ := rec.Text("id") // a zero Record has no id
@@ -265,10 +260,13 @@ func (k knownPages) holds(request, answer [sha256.Size]byte) bool {
 	return ok && a == answer
 }
 
-func (l *List) convert(raw json.RawMessage, pre *erp.Record, values []any) (db.Row, erp.Record, error) {
+// convert checks the page's record i and makes its row, typed values in
+// values. The scanner's parse is used when it made one of the record.
+func (l *List) convert(p *erp.Page, i int, values []any) (db.Row, erp.Record, error) {
+	raw := p.Records[i]
 	var rec erp.Record
-	if pre != nil {
-		rec = *pre
+	if p.Parsed != nil && p.Parsed[i].IsObject() {
+		rec = p.Parsed[i]
 	} else {
 		var err error
 		if rec, err = erp.ParseRecord(raw); err != nil {

@@ -164,12 +164,8 @@ func (l *List) verify(ctx context.Context, conn *pgx.Conn, t Target, sc model.Sc
 func (l *List) verifyRows(p *erp.Page) (rows []db.Row, months []string, rejected int64) {
 	n := len(l.Columns)
 	values := make([]any, len(p.Records)*n)
-	for i, raw := range p.Records {
-		var pre *erp.Record
-		if p.Parsed != nil && p.Parsed[i].IsObject() {
-			pre = &p.Parsed[i]
-		}
-		row, rec, err := l.convert(raw, pre, values[i*n:(i+1)*n:(i+1)*n])
+	for i := range p.Records {
+		row, rec, err := l.convert(p, i, values[i*n:(i+1)*n:(i+1)*n])
 		if err != nil {
 			rejected++
 			continue
