@@ -22,8 +22,8 @@ import (
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/ingest"
-	"github.com/erpsync/erpsync/internal/streams"
+	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/sync/streams"
 )
 
 // Exit statuses.
@@ -57,7 +57,7 @@ type env struct {
 	environ []string
 	stdout  io.Writer
 	stderr  io.Writer
-	catalog *ingest.Catalog
+	catalog *sync.Catalog
 	// term is stderr as the log and the progress line share it.
 	term *terminal
 }
@@ -246,14 +246,14 @@ func newClient(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...f
 }
 
 // target is a source as its runs see it.
-func target(src config.Source, client *erp.Client) ingest.Target {
+func target(src config.Source, client *erp.Client) sync.Target {
 	history := map[string]bool{}
 	for _, st := range src.Streams {
 		if st.History != nil {
 			history[st.Name] = *st.History
 		}
 	}
-	return ingest.Target{Source: src.Name, Client: client, PageSize: src.PageSize,
+	return sync.Target{Source: src.Name, Client: client, PageSize: src.PageSize,
 		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, History: history}
 }
 
@@ -261,7 +261,7 @@ func target(src config.Source, client *erp.Client) ingest.Target {
 func (e *env) historyStreams() []string {
 	var out []string
 	for _, n := range e.catalog.Names() {
-		if s, _ := e.catalog.Lookup(n); ingest.HistoryOf(s) != ingest.NoHistory {
+		if s, _ := e.catalog.Lookup(n); sync.HistoryOf(s) != sync.NoHistory {
 			out = append(out, n)
 		}
 	}
@@ -270,13 +270,13 @@ func (e *env) historyStreams() []string {
 
 // streamsFor resolves the streams to run for a source: the named ones, or
 // the source's enabled ones.
-func (e *env) streamsFor(src config.Source, names []string) ([]ingest.Stream, error) {
+func (e *env) streamsFor(src config.Source, names []string) ([]sync.Stream, error) {
 	if len(names) == 0 {
 		for _, sc := range src.Streams {
 			names = append(names, sc.Name)
 		}
 	}
-	out := make([]ingest.Stream, 0, len(names))
+	out := make([]sync.Stream, 0, len(names))
 	for _, n := range names {
 		s, ok := e.catalog.Lookup(n)
 		if !ok {

@@ -16,7 +16,7 @@ import (
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // demoAdminURL is the local Postgres the demo creates its database on
@@ -72,7 +72,7 @@ func cmdDemo(e *env) error {
 
 	fmt.Fprintf(e.stdout, "erpsync demo: simulated ERP at %s with %d invoices\n\n", cfg.Sources[0].BaseURL, *invoices)
 	fmt.Fprintln(e.stdout, "first sync:")
-	if err := e.syncOnce(ctx, stop, &ingest.Runner{Pool: pool, Log: log, Prefetch: 1}, cfg, nil); err != nil {
+	if err := e.syncOnce(ctx, stop, &sync.Runner{Pool: pool, Log: log, Prefetch: 1}, cfg, nil); err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {
@@ -95,7 +95,7 @@ func cmdDemo(e *env) error {
 	sim.SetCurrencyRate("EUR", "0.925000")
 	fmt.Fprintf(e.stdout, "\nthe ERP changed: invoice %s now totals 123456789012345678.123456, invoice %s is gone, one is new, EUR moved to 0.925000\n", changed, removed)
 	fmt.Fprintln(e.stdout, "second sync:")
-	if err := e.syncOnce(ctx, stop, &ingest.Runner{Pool: pool, Log: log, Prefetch: 1}, cfg, nil); err != nil {
+	if err := e.syncOnce(ctx, stop, &sync.Runner{Pool: pool, Log: log, Prefetch: 1}, cfg, nil); err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // probeLine is one line of `erpsync probe`.
 type probeLine struct {
 	Source string `json:"source"`
-	ingest.ProbeReport
+	sync.ProbeReport
 	Usable bool `json:"usable"`
 }
 
@@ -53,13 +53,13 @@ func cmdProbe(e *env) error {
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Minute)
 		if _, err := client.Identity(pctx); err != nil {
 			// Without a login no route can be read: one line says why.
-			rep := ingest.ProbeReport{Stream: "(login)", Route: "/api/auth/token/"}
+			rep := sync.ProbeReport{Stream: "(login)", Route: "/api/auth/token/"}
 			rep.Failed(err)
 			lines = append(lines, probeLine{Source: src.Name, ProbeReport: rep})
 		} else {
 			for _, s := range streams {
-				rep := ingest.ProbeReport{Stream: s.Name(), Problem: "this stream cannot be probed"}
-				if p, ok := s.(ingest.Prober); ok {
+				rep := sync.ProbeReport{Stream: s.Name(), Problem: "this stream cannot be probed"}
+				if p, ok := s.(sync.Prober); ok {
 					rep = p.Probe(pctx, t)
 				}
 				lines = append(lines, probeLine{Source: src.Name, ProbeReport: rep, Usable: rep.Usable()})
@@ -108,7 +108,7 @@ func printProbe(w io.Writer, lines []probeLine) {
 	tw.Flush()
 }
 
-func moneySummary(ms []ingest.MoneyProbe) string {
+func moneySummary(ms []sync.MoneyProbe) string {
 	var parts []string
 	for _, m := range ms {
 		s := fmt.Sprintf("%s %d ok", m.Field, m.Parsed)

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/daemon"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 func cmdRun(e *env) error {
@@ -32,7 +32,7 @@ func cmdRun(e *env) error {
 	}
 	log := newLogger(cfg, e.term)
 	m := metrics.New()
-	targets := map[string]ingest.Target{}
+	targets := map[string]sync.Target{}
 	for _, src := range cfg.Sources {
 		c, err := newClient(src, log, m.ERP(src.Name))
 		if err != nil {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 func cmdMigrate(e *env) error {
@@ -82,13 +82,13 @@ func cmdSync(e *env) error {
 		return err
 	}
 	defer pool.Close()
-	runner := &ingest.Runner{Pool: pool, Log: log, Prefetch: *prefetch, ConfirmDeletions: *confirm}
+	runner := &sync.Runner{Pool: pool, Log: log, Prefetch: *prefetch, ConfirmDeletions: *confirm}
 	return e.syncOnce(ctx, stop, runner, cfg, e.positional())
 }
 
 // syncOnce runs the named (or enabled) streams of every source one after
 // the other; a failing stream does not stop the others.
-func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, runner *ingest.Runner, cfg config.Config, names []string) error {
+func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, cfg config.Config, names []string) error {
 	term, log := e.term, runner.Log
 	failed, skipped := 0, 0
 	for _, src := range cfg.Sources {
@@ -114,7 +114,7 @@ func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, runner *ingest
 			res := runner.Run(ctx, stop, target(src, client), s, progressPrinter(term, src.Name, s.Name()))
 			term.clear()
 			switch {
-			case errors.Is(res.Err, ingest.ErrBusy):
+			case errors.Is(res.Err, sync.ErrBusy):
 				fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Name())
 			case res.Err != nil && res.Status != model.StatusCancelled:
 				failed++

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/db"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // cmdVerify re-reads the ERP and compares it with the warehouse, stream
@@ -50,7 +50,7 @@ func cmdVerify(e *env) error {
 	if err := db.CheckSchema(ctx, pool); err != nil {
 		return err
 	}
-	var reports []ingest.VerifyReport
+	var reports []sync.VerifyReport
 	for _, src := range cfg.Sources {
 		streams, _ := e.streamsFor(src, e.positional())
 		client, err := newClient(src, log, nil)
@@ -64,7 +64,7 @@ func cmdVerify(e *env) error {
 			return err
 		}
 		conn := pc.Hijack()
-		reps, err := ingest.Verify(ctx, conn, target(src, client), streams, ingest.VerifyOptions{Sample: *sample, LockWait: *lockWait})
+		reps, err := sync.Verify(ctx, conn, target(src, client), streams, sync.VerifyOptions{Sample: *sample, LockWait: *lockWait})
 		conn.Close(ctx)
 		_ = client.Close(ctx)
 		if err != nil {
@@ -105,7 +105,7 @@ func cmdVerify(e *env) error {
 	return nil
 }
 
-func verified(reports []ingest.VerifyReport) []metrics.Verified {
+func verified(reports []sync.VerifyReport) []metrics.Verified {
 	var out []metrics.Verified
 	for _, r := range reports {
 		if r.Skipped != "" {
@@ -123,7 +123,7 @@ func verified(reports []ingest.VerifyReport) []metrics.Verified {
 }
 
 // printVerify prints one line per stream, then what differs.
-func printVerify(w io.Writer, reports []ingest.VerifyReport) {
+func printVerify(w io.Writer, reports []sync.VerifyReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SOURCE\tSTREAM\tERP ROWS\tWAREHOUSE ROWS\tMISSING\tEXTRA\tDIFFERENT\tREJECTED\tSUMS AGREE\tRESULT")
 	for _, r := range reports {

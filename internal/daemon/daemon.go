@@ -17,18 +17,18 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/config"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // Daemon holds what `erpsync run` needs. Build it with the fields set,
 // then call Run.
 type Daemon struct {
 	Cfg      config.Config
-	Catalog  *ingest.Catalog
+	Catalog  *sync.Catalog
 	Log      *slog.Logger
 	Metrics  *metrics.Metrics
-	Targets  map[string]ingest.Target // by source name
+	Targets  map[string]sync.Target // by source name
 	Prefetch int
 	// StartSpread spreads the first runs at start-up over up to this long
 	// (at most half a job's interval), so that a replica with hundreds of

@@ -31,10 +31,10 @@ import (
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/model"
-	"github.com/erpsync/erpsync/internal/streams"
+	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/sync/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
 	"github.com/erpsync/erpsync/internal/testutil"
 )
@@ -44,7 +44,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // panicStream is a copy of the cashboxes stream whose AfterWrite panics
 // on its first call.
-func panicStream(calls *atomic.Int64) ingest.Stream {
+func panicStream(calls *atomic.Int64) sync.Stream {
 	s := streams.Cashboxes()
 	s.Stream = "test_panics"
 	s.AfterWrite = func(context.Context, pgx.Tx, model.Scope, []string) error {
@@ -108,7 +108,7 @@ type harness struct {
 	// prefetch is the Daemon's Prefetch (`erpsync run`'s default is 1).
 	prefetch int
 	// extra streams are added to the product's catalog.
-	extra []ingest.Stream
+	extra []sync.Stream
 	// maxRuns is the Daemon's MaxConcurrentRuns (default 8, as `erpsync run`'s).
 	maxRuns int
 }
@@ -159,7 +159,7 @@ func (h *harness) start(dbURL string, grace time.Duration, srcs ...source) {
 		MaxConcurrentRuns: h.maxRuns,
 		AutoMigrate:       true,
 	}
-	targets := map[string]ingest.Target{}
+	targets := map[string]sync.Target{}
 	for _, s := range srcs {
 		pw := s.password
 		if pw == "" {
@@ -184,7 +184,7 @@ func (h *harness) start(dbURL string, grace time.Duration, srcs ...source) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		targets[s.name] = ingest.Target{Source: s.name, Client: c, PageSize: ps, Prefixes: map[string]string{"messaging": "/messaging"}}
+		targets[s.name] = sync.Target{Source: s.name, Client: c, PageSize: ps, Prefixes: map[string]string{"messaging": "/messaging"}}
 	}
 	cat := streams.MustDefault()
 	for _, st := range h.extra {

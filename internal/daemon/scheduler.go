@@ -15,9 +15,9 @@ import (
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // scheduler runs every (source, stream) on its schedule: one goroutine per
@@ -35,7 +35,7 @@ import (
 // therefore share the streams' runs instead of each making all of them.
 type scheduler struct {
 	d      *Daemon
-	runner *ingest.Runner
+	runner *sync.Runner
 	jobs   []*job
 	slots  chan struct{}      // one per run allowed at once
 	soft   chan struct{}      // closed: start nothing, let commits in flight finish
@@ -45,7 +45,7 @@ type scheduler struct {
 
 func (s *scheduler) Start(ctx context.Context) error {
 	d := s.d
-	s.runner = &ingest.Runner{Pool: d.conn.runsPool.Load(), Log: d.Log, Obs: d.Metrics, Prefetch: d.Prefetch}
+	s.runner = &sync.Runner{Pool: d.conn.runsPool.Load(), Log: d.Log, Obs: d.Metrics, Prefetch: d.Prefetch}
 	s.slots = make(chan struct{}, d.Cfg.MaxConcurrentRuns)
 	for _, src := range d.Cfg.Sources {
 		for _, sc := range src.Streams {
@@ -99,10 +99,10 @@ func (s *scheduler) Stop() {
 // job is one (source, stream) of the schedule.
 type job struct {
 	s        *scheduler
-	stream   ingest.Stream
+	stream   sync.Stream
 	schedule cron.Schedule
 	interval time.Duration
-	target   ingest.Target
+	target   sync.Target
 	log      *slog.Logger
 	failures int  // in a row
 	stuck    bool // the lock's holder was last seen holding it too long
@@ -205,9 +205,9 @@ func (j *job) run(ctx context.Context) (notBefore time.Time) {
 		}
 	}()
 	res := j.s.runner.Run(ctx, j.s.soft, j.target, j.stream, nil)
-	j.checkLock(ctx, errors.Is(res.Err, ingest.ErrBusy))
+	j.checkLock(ctx, errors.Is(res.Err, sync.ErrBusy))
 	switch {
-	case errors.Is(res.Err, ingest.ErrBusy), res.Status == model.StatusSucceeded, res.Status == model.StatusCancelled:
+	case errors.Is(res.Err, sync.ErrBusy), res.Status == model.StatusSucceeded, res.Status == model.StatusCancelled:
 		j.failures = 0
 		return time.Time{}
 	default:

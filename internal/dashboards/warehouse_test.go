@@ -14,9 +14,9 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
-	"github.com/erpsync/erpsync/internal/streams"
+	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/sync/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
@@ -196,8 +196,8 @@ func syncedWarehouse(t *testing.T) (dbURL string, sim *erpsim.Sim, now time.Time
 	}
 	t.Cleanup(func() { client.Close(context.Background()) })
 	catalog := streams.MustDefault()
-	runner := &ingest.Runner{Pool: pool, Prefetch: 1}
-	target := ingest.Target{Source: source, Client: client, PageSize: 100, Prefixes: map[string]string{"messaging": "/messaging"}}
+	runner := &sync.Runner{Pool: pool, Prefetch: 1}
+	target := sync.Target{Source: source, Client: client, PageSize: 100, Prefixes: map[string]string{"messaging": "/messaging"}}
 	syncAll := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -166,7 +166,7 @@ func (m *Metrics) SetReady(ok bool) {
 	}
 }
 
-// PageCommitted implements ingest.Observer.
+// PageCommitted implements sync.Observer.
 func (m *Metrics) PageCommitted(source, stream string, p model.RunStats) {
 	m.pages.WithLabelValues(source, stream).Add(float64(p.Pages))
 	m.rows.WithLabelValues(source, stream, "inserted").Add(float64(p.Inserted))
@@ -175,7 +175,7 @@ func (m *Metrics) PageCommitted(source, stream string, p model.RunStats) {
 	m.rows.WithLabelValues(source, stream, "rejected").Add(float64(p.Rejected))
 }
 
-// RunFinished implements ingest.Observer.
+// RunFinished implements sync.Observer.
 func (m *Metrics) RunFinished(source, stream string, o model.RunOutcome) {
 	m.runs.WithLabelValues(source, stream, string(o.Status)).Inc()
 	m.duration.WithLabelValues(source, stream).Observe(o.Elapsed.Seconds())

@@ -14,8 +14,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // balanceSheet stores one snapshot of the balance-sheet tree per day
@@ -23,14 +23,14 @@ import (
 type balanceSheet struct{ path string }
 
 // BalanceSheet is the balance-sheet stream.
-func BalanceSheet() ingest.Stream { return balanceSheet{path: "/accounts/api/balance-sheet-tree/"} }
+func BalanceSheet() sync.Stream { return balanceSheet{path: "/accounts/api/balance-sheet-tree/"} }
 
 func (balanceSheet) Name() string { return "balance_sheet" }
 
 // maxTreeDepth bounds the recursion into a balance-sheet tree.
 const maxTreeDepth = 64
 
-func (s balanceSheet) Sync(ctx context.Context, r *ingest.Run) error {
+func (s balanceSheet) Sync(ctx context.Context, r *sync.Run) error {
 	asOf := time.Now().UTC().Format(time.DateOnly)
 	route := erp.RouteLabel(s.path)
 	body, err := r.Client().Get(ctx, s.path, url.Values{"date_to": {asOf}})
@@ -102,10 +102,10 @@ func treeNode(raw json.RawMessage, parent string, depth, index int) (db.TreeNode
 	if erp.Kind(children) != "array" {
 		children = nil
 	}
-	if n.Code, err = ingest.TextField(rec, "code"); err != nil {
+	if n.Code, err = sync.TextField(rec, "code"); err != nil {
 		return n, children, err
 	}
-	id, err := ingest.TextField(rec, "id")
+	id, err := sync.TextField(rec, "id")
 	switch {
 	case err != nil:
 		return n, children, err
@@ -119,21 +119,21 @@ func treeNode(raw json.RawMessage, parent string, depth, index int) (db.TreeNode
 	if err := db.CheckKey("node", n.Node); err != nil {
 		return n, children, err
 	}
-	if err := ingest.CheckRecord(rec); err != nil {
+	if err := sync.CheckRecord(rec); err != nil {
 		return n, children, err
 	}
-	if n.Name, err = ingest.TextField(rec, "name"); err != nil {
+	if n.Name, err = sync.TextField(rec, "name"); err != nil {
 		return n, children, err
 	}
-	if n.Balance, err = ingest.MoneyField(rec, "balance"); err != nil {
+	if n.Balance, err = sync.MoneyField(rec, "balance"); err != nil {
 		return n, children, err
 	}
 	return n, children, nil
 }
 
 // Probe reads today's tree.
-func (s balanceSheet) Probe(ctx context.Context, t ingest.Target) ingest.ProbeReport {
-	rep := ingest.ProbeReport{Stream: s.Name(), Route: s.path, Permission: "accounts.report.balance_sheet"}
+func (s balanceSheet) Probe(ctx context.Context, t sync.Target) sync.ProbeReport {
+	rep := sync.ProbeReport{Stream: s.Name(), Route: s.path, Permission: "accounts.report.balance_sheet"}
 	body, err := t.Client.Get(ctx, s.path, url.Values{"date_to": {time.Now().UTC().Format(time.DateOnly)}})
 	if err == nil {
 		var page *erp.Page

@@ -20,8 +20,8 @@ import (
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
@@ -29,13 +29,13 @@ import (
 // below fails if the page shows code that differs from this file.
 
 // CashboxLookup is the cashbox picker of the ERP's forms: id, name, type.
-func CashboxLookup() *ingest.List {
-	return &ingest.List{
+func CashboxLookup() *sync.List {
+	return &sync.List{
 		Stream:  "cashbox_lookup",
 		Path:    "/accounts/api/cashboxes/lookup/",
-		Columns: []ingest.Column{{Name: "name", Field: "name", Type: ingest.Text}},
+		Columns: []sync.Column{{Name: "name", Field: "name", Type: sync.Text}},
 		Expect:  map[string]string{"id": "number|string", "name": "string", "type": "string"},
-		History: ingest.HistoryOn,
+		History: sync.HistoryOn,
 	}
 }
 
@@ -44,11 +44,11 @@ func CashboxLookup() *ingest.List {
 type cashboxBalances struct{}
 
 // CashboxBalances is the daily cashbox balances stream.
-func CashboxBalances() ingest.Stream { return cashboxBalances{} }
+func CashboxBalances() sync.Stream { return cashboxBalances{} }
 
 func (cashboxBalances) Name() string { return "cashbox_balances" }
 
-func (s cashboxBalances) Sync(ctx context.Context, r *ingest.Run) error {
+func (s cashboxBalances) Sync(ctx context.Context, r *sync.Run) error {
 	var ids []string
 	var balances []pgtype.Numeric
 	pages := r.Client().List(erp.ListRequest{Path: "/accounts/api/cashboxes/"})
@@ -97,9 +97,9 @@ func cashboxBalance(rec erp.Record) (string, decimal.Decimal, error) {
 
 // TestAddingAStreamDoc keeps docs/adding-a-stream.md honest: its Go blocks
 // are this file's code, its migrations apply, and both streams, defined
-// outside package ingest with only its exported API, sync the simulator.
+// outside package sync with only its exported API, sync the simulator.
 func TestAddingAStreamDoc(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/adding-a-stream.md")
+	doc, err := os.ReadFile("../../../docs/adding-a-stream.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +111,12 @@ func TestAddingAStreamDoc(t *testing.T) {
 	if len(goBlocks) < 3 {
 		t.Fatalf("the page has %d Go blocks, want the interface and the two examples", len(goBlocks))
 	}
-	stream, err := os.ReadFile("../ingest/stream.go")
+	stream, err := os.ReadFile("../stream.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(stream), goBlocks[0]) {
-		t.Errorf("the page's Stream interface is not the one in internal/ingest/stream.go:\n%s", goBlocks[0])
+		t.Errorf("the page's Stream interface is not the one in internal/sync/stream.go:\n%s", goBlocks[0])
 	}
 	for _, b := range goBlocks[1:] {
 		if !strings.Contains(string(self), b) {
@@ -141,12 +141,12 @@ func TestAddingAStreamDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	catalog, err := ingest.NewCatalog(CashboxLookup(), CashboxBalances())
+	catalog, err := sync.NewCatalog(CashboxLookup(), CashboxBalances())
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := &ingest.Runner{Pool: pool, Prefetch: 1}
-	target := ingest.Target{Source: "doc", Client: client, PageSize: 50}
+	runner := &sync.Runner{Pool: pool, Prefetch: 1}
+	target := sync.Target{Source: "doc", Client: client, PageSize: 50}
 	for _, name := range catalog.Names() {
 		s, _ := catalog.Lookup(name)
 		for round := range 2 {

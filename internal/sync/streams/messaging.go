@@ -10,8 +10,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // Messaging is the messaging channel, under the installation's messaging
@@ -19,15 +19,15 @@ import (
 // reference does not show (no typed columns, no expectations: everything
 // is in payload), and a statistics snapshot. The channel's settings are
 // never read: they may hold its secrets.
-func Messaging() []ingest.Stream {
-	out := []ingest.Stream{MessagingStats()}
+func Messaging() []sync.Stream {
+	out := []sync.Stream{MessagingStats()}
 	for _, l := range []struct{ stream, path string }{
 		{"messaging_conversations", "{messaging}/api/conversations/"},
 		{"messaging_messages", "{messaging}/api/messages/"},
 		{"messaging_templates", "{messaging}/api/templates/"},
 		{"messaging_queue", "{messaging}/api/queue/"},
 	} {
-		out = append(out, &ingest.List{Stream: l.stream, Path: l.path, History: ingest.HistoryOff})
+		out = append(out, &sync.List{Stream: l.stream, Path: l.path, History: sync.HistoryOff})
 	}
 	return out
 }
@@ -37,11 +37,11 @@ func Messaging() []ingest.Stream {
 type messagingStats struct{ path string }
 
 // MessagingStats is the messaging statistics stream.
-func MessagingStats() ingest.Stream { return messagingStats{path: "{messaging}/api/stats/"} }
+func MessagingStats() sync.Stream { return messagingStats{path: "{messaging}/api/stats/"} }
 
 func (messagingStats) Name() string { return "messaging_stats" }
 
-func (s messagingStats) Sync(ctx context.Context, r *ingest.Run) error {
+func (s messagingStats) Sync(ctx context.Context, r *sync.Run) error {
 	path := r.Path(s.path)
 	body, err := r.Client().Get(ctx, path, nil)
 	if err != nil {
@@ -51,7 +51,7 @@ func (s messagingStats) Sync(ctx context.Context, r *ingest.Run) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Name(), err)
 	}
-	if err := ingest.CheckRecord(rec); err != nil {
+	if err := sync.CheckRecord(rec); err != nil {
 		// The snapshot cannot be stored as it came: set aside, not failed.
 		r.Reject(db.Rejected{Reason: err.Error(), Record: payload})
 		return r.Commit(ctx, func(context.Context, pgx.Tx) (model.RunStats, error) {
@@ -69,15 +69,15 @@ func (s messagingStats) Sync(ctx context.Context, r *ingest.Run) error {
 }
 
 // Probe reads the statistics once.
-func (s messagingStats) Probe(ctx context.Context, t ingest.Target) ingest.ProbeReport {
+func (s messagingStats) Probe(ctx context.Context, t sync.Target) sync.ProbeReport {
 	path := t.Path(s.path)
-	rep := ingest.ProbeReport{Stream: s.Name(), Route: path}
+	rep := sync.ProbeReport{Stream: s.Name(), Route: path}
 	body, err := t.Client.Get(ctx, path, nil)
 	if err == nil {
 		var rec erp.Record
 		if rec, _, err = erp.DecodeObject(erp.RouteLabel(path), body); err == nil {
 			rep.Status, rep.Envelope, rep.Records, rep.WithID = http.StatusOK, "object", 1, 1
-			if err := ingest.CheckRecord(rec); err != nil {
+			if err := sync.CheckRecord(rec); err != nil {
 				rep.Rejected, rep.RejectedReason = 1, err.Error()
 			}
 			return rep

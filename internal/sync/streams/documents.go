@@ -2,7 +2,7 @@ package streams
 
 import (
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // document is a kind of accounting document: a list stream of its own,
@@ -15,13 +15,13 @@ type document struct {
 	paging     erp.Paging
 	permission string // what listing needs
 	preview    string // what reading a journal preview needs
-	columns    []ingest.Column
+	columns    []sync.Column
 	expect     map[string]string
 }
 
-var voucherColumns = []ingest.Column{
-	{Name: "status", Field: "status", Type: ingest.Text},
-	{Name: "amount", Field: "amount", Type: ingest.Money},
+var voucherColumns = []sync.Column{
+	{Name: "status", Field: "status", Type: sync.Text},
+	{Name: "amount", Field: "amount", Type: sync.Money},
 }
 
 var voucherFields = map[string]string{
@@ -36,10 +36,10 @@ var documents = []document{
 	{
 		kind: "journal_entry", stream: "journal_entries", path: "/accounts/api/journal-entries/",
 		paging: erp.OffsetPaged, permission: "accounts.journal.view", preview: "accounts.journal.view",
-		columns: []ingest.Column{
-			{Name: "status", Field: "status", Type: ingest.Text},
-			{Name: "total_debit", Field: "total_debit", Type: ingest.Money},
-			{Name: "total_credit", Field: "total_credit", Type: ingest.Money},
+		columns: []sync.Column{
+			{Name: "status", Field: "status", Type: sync.Text},
+			{Name: "total_debit", Field: "total_debit", Type: sync.Money},
+			{Name: "total_credit", Field: "total_credit", Type: sync.Money},
 		},
 		expect: map[string]string{
 			"id": "string|number", "date": "string", "reference": "string", "status": "string",
@@ -59,7 +59,7 @@ var documents = []document{
 }
 
 // list is the document kind's list stream.
-func (d document) list() *ingest.List {
-	return &ingest.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission, History: ingest.HistoryOn, Month: "date",
+func (d document) list() *sync.List {
+	return &sync.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission, History: sync.HistoryOn, Month: "date",
 		Columns: d.columns, Expect: d.expect}
 }

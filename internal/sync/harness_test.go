@@ -1,4 +1,4 @@
-package ingest_test
+package sync_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
-	"github.com/erpsync/erpsync/internal/streams"
+	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/sync/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
 	"github.com/erpsync/erpsync/internal/testutil"
 )
@@ -29,7 +29,7 @@ type harness struct {
 	sim    *erpsim.Sim
 	srv    *httptest.Server
 	client *erp.Client
-	runner *ingest.Runner
+	runner *sync.Runner
 	source string
 	pages  int
 	// prefixes are the installation's path prefixes (messaging).
@@ -47,7 +47,7 @@ func newHarness(t *testing.T, opts erpsim.Options) *harness {
 	h := &harness{t: t, pool: pool, url: dbURL, sim: sim, srv: srv, source: "test", pages: 50,
 		prefixes: map[string]string{"messaging": "/messaging"}}
 	h.client = h.newClient(erp.Options{})
-	h.runner = &ingest.Runner{Pool: pool, Prefetch: 1} // the product default
+	h.runner = &sync.Runner{Pool: pool, Prefetch: 1} // the product default
 	return h
 }
 
@@ -71,7 +71,7 @@ func (h *harness) newClient(o erp.Options) *erp.Client {
 	return c
 }
 
-func (h *harness) run(stream string) ingest.Result {
+func (h *harness) run(stream string) sync.Result {
 	h.t.Helper()
 	s, ok := catalog.Lookup(stream)
 	if !ok {
@@ -79,10 +79,10 @@ func (h *harness) run(stream string) ingest.Result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return h.runner.Run(ctx, nil, ingest.Target{Source: h.source, Client: h.client, PageSize: h.pages, Prefixes: h.prefixes, History: h.history}, s, nil)
+	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Client: h.client, PageSize: h.pages, Prefixes: h.prefixes, History: h.history}, s, nil)
 }
 
-func (h *harness) mustRun(stream string) ingest.Result {
+func (h *harness) mustRun(stream string) sync.Result {
 	h.t.Helper()
 	res := h.run(stream)
 	if res.Err != nil || res.Status != model.StatusSucceeded {

@@ -1,4 +1,4 @@
-package ingest_test
+package sync_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/ingest"
+	"github.com/erpsync/erpsync/internal/sync"
 	"github.com/erpsync/erpsync/internal/testutil"
 )
 
@@ -39,7 +39,7 @@ func TestKnownPagesAreNotCompared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.runner = &ingest.Runner{Pool: pool, Prefetch: 1}
+	h.runner = &sync.Runner{Pool: pool, Prefetch: 1}
 	res := h.mustRun("invoices")
 	pool.Close()
 	if res.Stats.Unchanged != 300 || res.Stats.Inserted+res.Stats.Updated != 0 {

@@ -1,4 +1,4 @@
-package ingest_test
+package sync_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
@@ -26,7 +26,7 @@ func (h *harness) syncSource(source string, sim *erpsim.Sim, streams ...string) 
 	for _, name := range streams {
 		s, _ := catalog.Lookup(name)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		res := h.runner.Run(ctx, nil, ingest.Target{Source: source, Client: client, PageSize: h.pages, Prefixes: h.prefixes}, s, nil)
+		res := h.runner.Run(ctx, nil, sync.Target{Source: source, Client: client, PageSize: h.pages, Prefixes: h.prefixes}, s, nil)
 		cancel()
 		if res.Status != model.StatusSucceeded {
 			h.t.Fatalf("%s/%s: %s: %v", source, name, res.Status, res.Err)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // cashboxAccess mirrors who may use each cashbox: one request per cashbox
@@ -22,11 +22,11 @@ import (
 type cashboxAccess struct{ path string }
 
 // CashboxAccess is the cashbox access stream.
-func CashboxAccess() ingest.Stream { return cashboxAccess{path: "/accounts/api/cashboxes/"} }
+func CashboxAccess() sync.Stream { return cashboxAccess{path: "/accounts/api/cashboxes/"} }
 
 func (cashboxAccess) Name() string { return "cashbox_access" }
 
-func (s cashboxAccess) Sync(ctx context.Context, r *ingest.Run) error {
+func (s cashboxAccess) Sync(ctx context.Context, r *sync.Run) error {
 	boxes, err := s.cashboxes(ctx, r)
 	if err != nil {
 		return err
@@ -45,7 +45,7 @@ func (s cashboxAccess) Sync(ctx context.Context, r *ingest.Run) error {
 		if err != nil {
 			return model.RunStats{}, err
 		}
-		n, err := r.MarkGone(ctx, tx, ingest.Deletions{
+		n, err := r.MarkGone(ctx, tx, sync.Deletions{
 			Rows: gone,
 			Live: live,
 			Digest: func() ([]byte, error) {
@@ -60,7 +60,7 @@ func (s cashboxAccess) Sync(ctx context.Context, r *ingest.Run) error {
 
 // cashboxes lists the ids of the cashboxes, reading the list page by page.
 // A cashbox without a usable id is skipped: the cashboxes stream reports it.
-func (s cashboxAccess) cashboxes(ctx context.Context, r *ingest.Run) ([]string, error) {
+func (s cashboxAccess) cashboxes(ctx context.Context, r *sync.Run) ([]string, error) {
 	var ids []string
 	l := r.Client().List(erp.ListRequest{Path: s.path})
 	for {
@@ -90,7 +90,7 @@ func (s cashboxAccess) cashboxes(ctx context.Context, r *ingest.Run) ([]string, 
 // grants reads and commits the access list of one cashbox. A cashbox whose
 // access route answers 404 (deleted since it was listed) keeps what the
 // warehouse has until the list drops it.
-func (s cashboxAccess) grants(ctx context.Context, r *ingest.Run, box string) error {
+func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, box string) error {
 	path := erp.DetailPath(s.path, box, "/access/")
 	var rows []db.AccessRow
 	at := map[string]int{} // a user listed twice keeps the last grant
@@ -141,22 +141,22 @@ func (s cashboxAccess) grants(ctx context.Context, r *ingest.Run, box string) er
 func grantUser(raw []byte) (string, error) {
 	rec, err := erp.ParseRecord(raw)
 	if err == nil {
-		err = ingest.CheckRecord(rec)
+		err = sync.CheckRecord(rec)
 	}
 	if err != nil {
 		return "", err
 	}
 	for _, field := range []string{"user_id", "user", "id", "username"} {
 		if _, ok, err := rec.Text(field); err != nil || ok {
-			return ingest.KeyField(rec, field)
+			return sync.KeyField(rec, field)
 		}
 	}
 	return "", errors.New("grant names no user (user_id, user, id or username)")
 }
 
 // Probe reads the access list of the first cashbox listed.
-func (s cashboxAccess) Probe(ctx context.Context, t ingest.Target) ingest.ProbeReport {
-	rep := ingest.ProbeReport{Stream: s.Name(), Route: s.path + "{cashbox_id}/access/"}
+func (s cashboxAccess) Probe(ctx context.Context, t sync.Target) sync.ProbeReport {
+	rep := sync.ProbeReport{Stream: s.Name(), Route: s.path + "{cashbox_id}/access/"}
 	boxes := t.Client.List(erp.ListRequest{Path: s.path})
 	page, err := boxes.Next(ctx)
 	if err != nil {

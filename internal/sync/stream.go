@@ -1,11 +1,11 @@
-// Package ingest moves records from an ERP into the warehouse. A Stream
+// Package sync moves records from an ERP into the warehouse. A Stream
 // says what to read and where it goes; this package supplies what every
 // stream shares: the run (its lock, bookkeeping and panic guard), sweeps
 // of list routes (a page source that fetches ahead, a committer that
 // writes pages singly or in groups), and one transaction epilogue
 // (checkpoint, deletions, rejected records, drift, counters) that every
 // write ends with.
-package ingest
+package sync
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ingest_test
+package sync_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
@@ -25,7 +25,7 @@ func TestRuntimeRoleNeedsOnlyDML(t *testing.T) {
 	if err := db.EnsureSchema(ctx, pool, false, "", nil); err != nil {
 		t.Fatalf("the runtime role cannot check the schema: %v", err)
 	}
-	h.runner = &ingest.Runner{Pool: pool, Prefetch: 1}
+	h.runner = &sync.Runner{Pool: pool, Prefetch: 1}
 	for _, s := range catalog.Names() {
 		h.mustRun(s)
 	}
@@ -49,7 +49,7 @@ func TestLockTimeoutFailsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	h.runner = &ingest.Runner{Pool: pool, Prefetch: 1}
+	h.runner = &sync.Runner{Pool: pool, Prefetch: 1}
 	h.mustRun("cashboxes")
 
 	other, err := pgx.Connect(ctx, h.url)

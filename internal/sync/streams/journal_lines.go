@@ -12,8 +12,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // journalLines reads the journal preview of every document that is new or
@@ -22,7 +22,7 @@ import (
 type journalLines struct{}
 
 // JournalLines is the journal lines stream.
-func JournalLines() ingest.Stream { return journalLines{} }
+func JournalLines() sync.Stream { return journalLines{} }
 
 func (journalLines) Name() string { return "journal_lines" }
 
@@ -30,7 +30,7 @@ func (journalLines) Name() string { return "journal_lines" }
 // time, so memory does not grow with the number of documents.
 const documentBatch = 500
 
-func (s journalLines) Sync(ctx context.Context, r *ingest.Run) error {
+func (s journalLines) Sync(ctx context.Context, r *sync.Run) error {
 	for _, d := range documents {
 		after := ""
 		for {
@@ -57,7 +57,7 @@ func (s journalLines) Sync(ctx context.Context, r *ingest.Run) error {
 
 // document reads and commits the lines of one document. A preview that
 // cannot be read as a whole is rejected; the other documents go on.
-func (journalLines) document(ctx context.Context, r *ingest.Run, d document, doc db.Document) error {
+func (journalLines) document(ctx context.Context, r *sync.Run, d document, doc db.Document) error {
 	path := erp.DetailPath(d.path, doc.ID, "/journal-preview/")
 	body, err := r.Client().Get(ctx, path, nil)
 	var he *erp.HTTPError
@@ -84,7 +84,7 @@ func (journalLines) document(ctx context.Context, r *ingest.Run, d document, doc
 // previewLines reads {ok, data: {lines: [...]}}, {lines: [...]} or a bare
 // array of lines, and how many it listed; a line that cannot be used is
 // rejected.
-func previewLines(r *ingest.Run, path string, body []byte) ([]db.JournalLine, int, error) {
+func previewLines(r *sync.Run, path string, body []byte) ([]db.JournalLine, int, error) {
 	route := erp.RouteLabel(path)
 	list := json.RawMessage(body)
 	if erp.Kind(body) != "array" {
@@ -124,32 +124,32 @@ func previewLine(raw json.RawMessage, index int) (db.JournalLine, error) {
 	l := db.JournalLine{Line: strconv.Itoa(index + 1), Payload: raw}
 	rec, err := erp.ParseRecord(raw)
 	if err == nil {
-		err = ingest.CheckRecord(rec)
+		err = sync.CheckRecord(rec)
 	}
 	if err != nil {
 		return l, err
 	}
 	if _, ok, err := rec.Text("line"); err != nil || ok {
-		if l.Line, err = ingest.KeyField(rec, "line"); err != nil {
+		if l.Line, err = sync.KeyField(rec, "line"); err != nil {
 			return l, err
 		}
 	}
-	if l.AccountCode, err = ingest.TextField(rec, "account_code"); err != nil {
+	if l.AccountCode, err = sync.TextField(rec, "account_code"); err != nil {
 		return l, err
 	}
-	if l.Debit, err = ingest.MoneyField(rec, "debit"); err != nil {
+	if l.Debit, err = sync.MoneyField(rec, "debit"); err != nil {
 		return l, err
 	}
-	if l.Credit, err = ingest.MoneyField(rec, "credit"); err != nil {
+	if l.Credit, err = sync.MoneyField(rec, "credit"); err != nil {
 		return l, err
 	}
 	return l, nil
 }
 
 // Probe reads the journal preview of the first journal entry listed.
-func (s journalLines) Probe(ctx context.Context, t ingest.Target) ingest.ProbeReport {
+func (s journalLines) Probe(ctx context.Context, t sync.Target) sync.ProbeReport {
 	d := documents[0]
-	rep := ingest.ProbeReport{Stream: s.Name(), Route: d.path + "{pk}/journal-preview/", Permission: d.preview}
+	rep := sync.ProbeReport{Stream: s.Name(), Route: d.path + "{pk}/journal-preview/", Permission: d.preview}
 	docs, err := t.Client.List(erp.ListRequest{Path: d.path, Paging: d.paging, PageSize: 1}).Next(ctx)
 	if err != nil {
 		rep.Route, rep.Permission = d.path, d.permission // the list refused, not a preview

@@ -1,4 +1,4 @@
-package ingest_test
+package sync_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ingest_test
+package sync_test
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/ingest"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 const big = "123456789012345678.123456" // float64 keeps ~16 significant digits
@@ -76,7 +76,7 @@ func TestUnchangedResyncWritesNoRowVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.runner = &ingest.Runner{Pool: pool}
+	h.runner = &sync.Runner{Pool: pool}
 	for _, s := range []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"} {
 		res := h.mustRun(s)
 		if res.Stats.Inserted != 0 || res.Stats.Updated != 0 || res.Stats.Unchanged != res.Stats.Seen {
@@ -423,10 +423,10 @@ func TestSecondRunnerIsLockedOut(t *testing.T) {
 		}
 		return false
 	})
-	done := make(chan ingest.Result)
+	done := make(chan sync.Result)
 	go func() { done <- h.run("invoices") }()
 	<-started
-	if res := h.run("invoices"); res.Err != ingest.ErrBusy {
+	if res := h.run("invoices"); res.Err != sync.ErrBusy {
 		t.Errorf("second run: %v, want ErrBusy", res.Err)
 	}
 	if res := <-done; res.Status != model.StatusSucceeded {
