@@ -85,7 +85,6 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		"demo":     cmdDemo,
 		"version":  func(e *env) error { fmt.Fprintln(e.stdout, buildinfo.String()); return nil },
 		"simulate": cmdSimulate, // hidden: the ERP simulator for docker-compose and manual tests
-		"bench":    cmdBench,    // hidden: the performance report (make bench)
 	}
 	switch args[0] {
 	case "help", "-h", "--help":

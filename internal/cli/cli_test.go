@@ -290,6 +290,15 @@ func TestMainErrors(t *testing.T) {
 			want: []*regexp.Regexp{regexp.MustCompile(`unknown command "frobnicate"`), regexp.MustCompile(`Usage:`)},
 		},
 		{
+			// The benchmark drops databases: it lives in cmd/erpsync-bench,
+			// never in the released binary.
+			name: "no bench command",
+			args: []string{"bench"},
+			env:  func(s setup) []string { return nil },
+			code: exitUsage,
+			want: []*regexp.Regexp{regexp.MustCompile(`unknown command "bench"`)},
+		},
+		{
 			name: "no command",
 			args: []string{},
 			env:  func(s setup) []string { return nil },
