@@ -58,7 +58,8 @@ LEFT JOIN LATERAL (
 -- A read-only role for analysts and BI tools: grant it to their login
 -- roles (GRANT erpsync_analyst TO alice). Roles belong to the whole
 -- server; if the migrating user may not create roles, this says so and
--- the README shows the statements to run by hand.
+-- docs/deployment.md ("Roles to create") shows the statements to run by
+-- hand.
 -- +goose StatementBegin
 DO $$
 BEGIN
@@ -68,7 +69,7 @@ BEGIN
         EXCEPTION
             WHEN duplicate_object THEN NULL; -- another database's migration made it just now
             WHEN insufficient_privilege THEN
-                RAISE NOTICE 'role erpsync_analyst not created (no CREATEROLE); see README, "Analysts"';
+                RAISE NOTICE 'role erpsync_analyst not created (no CREATEROLE); see docs/deployment.md, "Roles to create"';
                 RETURN;
         END;
     END IF;

@@ -47,7 +47,7 @@ Usage:
   erpsync version              version and build information
 
 Every command takes --config FILE (or ERPSYNC_CONFIG); environment
-variables (ERPSYNC_*) override the file. See README.md.
+variables (ERPSYNC_*) override the file. See docs/configuration.md.
 `
 
 // env is the process's environment and output, passed down so tests

@@ -24,7 +24,11 @@ const (
 	rulesFile     = "erpsync-rules.yaml"
 	rulesTestFile = "erpsync-rules.test.yaml"
 	operatorRules = "../../deploy/kubernetes/prometheusrule.yaml"
-	runbookPrefix = "https://github.com/erpsync/erpsync#alert-"
+	// runbooks holds one section per alert, headed "#### Alert: <Name>";
+	// runbookPrefix is where GitHub shows it, and the lowercased alert
+	// name is that heading's anchor.
+	runbooks      = "../../docs/operating.md"
+	runbookPrefix = "https://github.com/erpsync/erpsync/blob/main/docs/operating.md#alert-"
 )
 
 type ruleFile struct {
@@ -167,6 +171,45 @@ func TestRulesUseExportedMetrics(t *testing.T) {
 	}
 	if used == 0 {
 		t.Fatal("no metric names found in the rules")
+	}
+}
+
+// TestRunbooks fails when an alert has no runbook section in
+// docs/operating.md, or a runbook is left for an alert that is gone: the
+// first would make runbook_url land at the top of the page, the second
+// would send an operator to an alert that cannot fire.
+func TestRunbooks(t *testing.T) {
+	b, err := os.ReadFile(runbooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{} // alert name -> heading seen
+	for line := range strings.Lines(string(b)) {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "#### Alert: "); ok {
+			sections[strings.TrimSpace(name)] = true
+		}
+	}
+	alerts := map[string]bool{}
+	for _, g := range readRules(t).Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			alerts[r.Alert] = true
+			// The heading's GitHub anchor is "alert-" and the lowercased
+			// name only while the name is letters and digits.
+			if strings.Trim(r.Alert, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != "" {
+				t.Errorf("%s: the name holds more than letters and digits, so its runbook's anchor is not %q", r.Alert, "alert-"+strings.ToLower(r.Alert))
+			}
+			if !sections[r.Alert] {
+				t.Errorf("%s: no heading \"#### Alert: %s\" in %s, where its runbook_url points", r.Alert, r.Alert, runbooks)
+			}
+		}
+	}
+	for name := range sections {
+		if !alerts[name] {
+			t.Errorf("%s has a runbook (\"#### Alert: %s\") but no alert in %s", runbooks, name, rulesFile)
+		}
 	}
 }
 
