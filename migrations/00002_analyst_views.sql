@@ -58,8 +58,7 @@ LEFT JOIN LATERAL (
 -- A read-only role for analysts and BI tools: grant it to their login
 -- roles (GRANT erpsync_analyst TO alice). Roles belong to the whole
 -- server; if the migrating user may not create roles, this says so and
--- docs/deployment.md ("Roles to create") shows the statements to run by
--- hand.
+-- the README shows the statements to run by hand.
 -- +goose StatementBegin
 DO $$
 BEGIN
@@ -69,7 +68,7 @@ BEGIN
         EXCEPTION
             WHEN duplicate_object THEN NULL; -- another database's migration made it just now
             WHEN insufficient_privilege THEN
-                RAISE NOTICE 'role erpsync_analyst not created (no CREATEROLE); see docs/deployment.md, "Roles to create"';
+                RAISE NOTICE 'role erpsync_analyst not created (no CREATEROLE); see README, "Analysts"';
                 RETURN;
         END;
     END IF;

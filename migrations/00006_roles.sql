@@ -1,8 +1,7 @@
 -- +goose Up
 -- Who may do what, each role with no more than it needs. Roles belong to
 -- the whole server: a migrating user without CREATEROLE gets a notice and
--- docs/deployment.md ("Roles to create") shows the statements for a
--- superuser to run.
+-- the README shows the statements for a superuser to run.
 --
 --   erpsync_runtime    the daemon and `erpsync sync`: rows of every erp
 --                      table, its sequences, the schema version. No DDL,
@@ -24,7 +23,7 @@ BEGIN
                 -- another database's migration made it just now
                 WHEN duplicate_object OR unique_violation THEN NULL;
                 WHEN insufficient_privilege THEN
-                    RAISE NOTICE 'role % not created (no CREATEROLE); see docs/deployment.md, "Roles to create"', r;
+                    RAISE NOTICE 'role % not created (no CREATEROLE); see README, "Roles"', r;
             END;
         END IF;
     END LOOP;
