@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -1748,4 +1751,167 @@ func TestFleetMemory(t *testing.T) {
 	if unsafe.StringData(a[7].Number) != unsafe.StringData(b[7].Number) {
 		t.Fatal("tenants do not share invoice numbers")
 	}
+}
+
+// ---- golden answers of the default options -----------------------------------
+//
+// testdata/default-answers.golden holds what the simulator answered, byte for
+// byte, before the multi-user, scoping, label, balance-history, list-cut and
+// in-flight knobs existed. With all of those at their zero values every
+// answer must stay the same: other packages store payload hashes and the
+// benchmark pre-encodes invoice pages. Regenerate only on purpose, with
+// go test -run TestDefaultAnswersGolden -update-golden.
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/default-answers.golden")
+
+const goldenFile = "testdata/default-answers.golden"
+
+// goldenRoutes are the GETs of every data route kind, in a fixed order.
+var goldenRoutes = []string{
+	"/sales/api/invoices/list/",
+	"/sales/api/invoices/list/?page_size=10",
+	"/sales/api/invoices/list/?page_size=1000",
+	"/accounts/api/currencies/",
+	"/accounts/api/currencies/?scope=all",
+	"/accounts/api/cashboxes/",
+	"/accounts/api/cashboxes/lookup/",
+	"/accounts/api/cashboxes/1/access/",
+	"/accounts/api/cashboxes/2/access/",
+	"/accounts/api/cashboxes/3/access/",
+	"/accounts/api/cashboxes/4/access/",
+	"/accounts/api/cashbox-reconciliations/",
+	"/accounts/api/journal-entries/",
+	"/accounts/api/journal-entries/?draw=3&start=20&length=50",
+	"/accounts/api/journal-entries/JE-000001/journal-preview/",
+	"/accounts/api/journal-entries/JE-000002/journal-preview/",
+	"/accounts/api/journal-entries/JE-000003/journal-preview/",
+	"/accounts/api/journal-entries/JE-000004/journal-preview/",
+	"/accounts/api/journal-entries/JE%2F2026%2F000002/journal-preview/",
+	"/accounts/api/journal-entries/JE%2F2026%2F000004/journal-preview/",
+	"/accounts/api/payment-vouchers/",
+	"/accounts/api/payment-vouchers/PV-000001/journal-preview/",
+	"/accounts/api/payment-vouchers/PV%2F2026%2F000012/journal-preview/",
+	"/accounts/api/receipt-vouchers/",
+	"/accounts/api/receipt-vouchers/RV-000007/journal-preview/",
+	"/accounts/api/balance-sheet-tree/",
+	"/accounts/api/balance-sheet-tree/?date_to=2026-03-31",
+	"/accounts/api/balance-sheet-tree/?date_to=2024-01-01",
+	"/accounts/api/balance-sheet-tree/?date_to=31-03-2026",
+	"/messaging/api/conversations/",
+	"/messaging/api/messages/",
+	"/messaging/api/templates/",
+	"/messaging/api/queue/",
+	"/messaging/api/stats/",
+	"/messaging/api/settings/",
+}
+
+// goldenOneLists are the one-list routes whose envelope and paging vary.
+var goldenOneLists = []string{
+	"/accounts/api/cashboxes/",
+	"/accounts/api/cashbox-reconciliations/",
+	"/accounts/api/payment-vouchers/",
+	"/accounts/api/payment-vouchers/?page=2",
+	"/accounts/api/payment-vouchers/?page_size=5",
+	"/accounts/api/receipt-vouchers/?draw=2&start=3&length=4",
+	"/messaging/api/queue/",
+}
+
+var goldenClock = func() time.Time { return time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC) }
+
+// goldenCase is one simulator configuration and what to ask it.
+type goldenCase struct {
+	name   string
+	opts   Options
+	setup  func(*Sim)
+	routes []string
+	walk   int // page size of a full invoice sweep to record, if > 0
+}
+
+func goldenCases() []goldenCase {
+	var cases []goldenCase
+	cases = append(cases,
+		goldenCase{name: "default", routes: goldenRoutes, walk: 40},
+		goldenCase{name: "money-string-slash-ids", opts: Options{MoneyAsString: true, SlashIDs: true, BranchID: 3, CompanyID: 8}, routes: goldenRoutes, walk: 40},
+		goldenCase{name: "pre-encoded", opts: Options{Invoices: 95}, setup: func(s *Sim) { s.PreEncodeInvoicePages(10) }, walk: 10},
+		goldenCase{name: "pre-encoded-string", opts: Options{Invoices: 95, MoneyAsString: true}, setup: func(s *Sim) { s.PreEncodeInvoicePages(25) }, walk: 25},
+		goldenCase{name: "hostile-details", opts: Options{HostileDetails: true}, routes: goldenRoutes},
+		goldenCase{name: "hostile-invoices", opts: Options{Invoices: 60, HostileInvoices: true}, walk: 7},
+		goldenCase{name: "drift", opts: Options{Invoices: 30}, setup: func(s *Sim) {
+			s.SetFieldDrift("/accounts/api/cashboxes/", map[string]json.RawMessage{"zone": json.RawMessage(`1`)}, []string{"balance"})
+			s.SetFieldDrift(invoiceListPath, map[string]json.RawMessage{"status": json.RawMessage(`"x"`)}, []string{"date"})
+			s.SetEmptyList("/accounts/api/payment-vouchers/", true)
+			s.SetUnknownEnvelope("/accounts/api/receipt-vouchers/", true)
+		}, routes: goldenRoutes, walk: 10},
+	)
+	for _, env := range []Envelope{EnvelopeArray, EnvelopeResults, EnvelopeDataTables} {
+		cases = append(cases, goldenCase{name: "envelope-" + string(env), opts: Options{ListEnvelope: env, PageSizeCap: 5}, routes: goldenOneLists})
+	}
+	for _, mode := range []ListPaging{ListPagingCursor, ListPagingDRF, ListPagingDataTables, ListPagingUnfollowable, ListPagingUnfollowableDRF} {
+		cases = append(cases, goldenCase{name: "paging-" + string(mode), opts: Options{ListPaging: mode, ListPageSize: 2}, routes: goldenOneLists})
+	}
+	return cases
+}
+
+// goldenAnswers asks every golden case its routes and returns the answers
+// in the golden file's format: per answer a header line
+// "=== <case> <status> <length> <route>" and the body, then a newline.
+func goldenAnswers(t *testing.T) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	var host []byte // of the server in use: DRF links carry it
+	add := func(c, route string, r resp) {
+		r.body = bytes.ReplaceAll(r.body, host, []byte("HOST"))
+		fmt.Fprintf(&out, "=== %s %d %d %s\n", c, r.status, len(r.body), route)
+		out.Write(r.body)
+		out.WriteByte('\n')
+	}
+	for _, gc := range goldenCases() {
+		o := gc.opts
+		o.Now = goldenClock
+		s, srv := newSim(t, o)
+		host = []byte(strings.TrimPrefix(srv.URL, "http://"))
+		if gc.setup != nil {
+			gc.setup(s)
+		}
+		r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", `{"username":"erpsync","password":"erpsync-demo-password"}`)
+		tok := decode(t, r.body)["access_token"].(string)
+		r.body = bytes.Replace(r.body, []byte(tok), []byte("TOKEN"), 1)
+		add(gc.name, "/api/auth/token/", r)
+		add(gc.name, "/api/auth/me/", get(t, srv, "/api/auth/me/", tok))
+		for _, route := range gc.routes {
+			add(gc.name, route, get(t, srv, route, tok))
+		}
+		if gc.walk > 0 {
+			_, bodies := invoicePages(t, srv.URL, tok, gc.walk)
+			for i, b := range bodies {
+				add(gc.name, fmt.Sprintf("invoice sweep page %d of %d", i+1, gc.walk), resp{status: 200, body: b})
+			}
+		}
+	}
+	return out.Bytes()
+}
+
+func TestDefaultAnswersGolden(t *testing.T) {
+	got := goldenAnswers(t)
+	if *updateGolden {
+		if err := os.WriteFile(goldenFile, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(goldenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	// Name the first answer that differs.
+	gl, wl := bytes.SplitAfter(got, []byte("\n=== ")), bytes.SplitAfter(want, []byte("\n=== "))
+	for i := range min(len(gl), len(wl)) {
+		if !bytes.Equal(gl[i], wl[i]) {
+			t.Fatalf("answer %d differs from the golden copy:\ngot  %.600s\nwant %.600s", i, gl[i], wl[i])
+		}
+	}
+	t.Fatalf("%d answers, golden copy has %d", len(gl), len(wl))
 }
