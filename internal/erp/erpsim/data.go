@@ -58,10 +58,11 @@ func (t *invoiceNumbers) first(n int) []string {
 	return t.nums[:n:n]
 }
 
-// generateInvoices builds n invoices deterministically from seed. Strings that
-// repeat (numbers, dates, customer names, currencies, statuses) are shared to
-// keep large sets (a million invoices, or many tenants) compact.
-func generateInvoices(n int, seed int64, numbers *invoiceNumbers) []Invoice {
+// generateInvoices builds n invoices of the company deterministically from
+// seed, spread over the branches round robin. Strings that repeat (numbers,
+// dates, customer names, currencies, statuses) are shared to keep large sets
+// (a million invoices, or many tenants) compact.
+func generateInvoices(n int, seed int64, numbers *invoiceNumbers, company int, branches []int) []Invoice {
 	r := newRand(seed, 1)
 	customers, dates, nums := customerNames(), invoiceDates(), numbers.first(n)
 	currencies := [...]string{"USD", "USD", "USD", "USD", "USD", "USD", "USD", "EUR", "EUR", "GBP"}
@@ -84,6 +85,8 @@ func generateInvoices(n int, seed int64, numbers *invoiceNumbers) []Invoice {
 			Currency:   currencies[r.IntN(len(currencies))],
 			TotalBC:    decimal.New(100+r.Int64N(9999999-100+1), -2),
 			Status:     st,
+			CompanyID:  company,
+			BranchID:   branchOf(branches, i),
 		}
 	}
 	return out
@@ -137,6 +140,7 @@ type reconciliation struct {
 	CountedBalance  money   `json:"counted_balance"`
 	Difference      money   `json:"difference"`
 	ReconciledAt    *string `json:"reconciled_at"` // null while a draft
+	branch          int     // its cashbox's; not on the wire
 }
 
 type journalEntry struct {
@@ -146,6 +150,7 @@ type journalEntry struct {
 	TotalDebit  money  `json:"total_debit"`
 	TotalCredit money  `json:"total_credit"`
 	Status      string `json:"status"`
+	branch      int    // not on the wire
 }
 
 // journalLine is one line of a journal preview. Memo is raw JSON so that a
@@ -172,6 +177,7 @@ type voucher struct {
 	Amount       money  `json:"amount"`
 	CurrencyCode string `json:"currency_code"`
 	Status       string `json:"status"`
+	branch       int    // not on the wire
 }
 
 type balanceNode struct {
@@ -236,6 +242,7 @@ type fixtures struct {
 	receipts      []voucher
 	receiptLines  map[string][]journalLine
 	balanceSheet  []balanceNode
+	balanceBase   leafBalances // the static tree's leaves
 	conversations []conversation
 	messages      []message
 	templates     []messageTemplate
@@ -243,9 +250,23 @@ type fixtures struct {
 	stats         messagingStats
 	settings      messagingSettings
 
+	// docBranch is the branch of each journal entry and voucher by id, for
+	// their previews.
+	docBranch map[string]int
+
 	// brokenPreview is the journal entry whose preview answers malformed
 	// JSON; set in hostile fixtures only.
 	brokenPreview string
+}
+
+// cashboxBranch is the branch of cashbox id; false if there is none.
+func (fx *fixtures) cashboxBranch(id int) (int, bool) {
+	for _, c := range fx.cashboxes {
+		if c.ID == id {
+			return c.BranchID, true
+		}
+	}
+	return 0, false
 }
 
 // fixtureKind selects one rendering of the fixtures: the money format, and
@@ -280,8 +301,10 @@ func documentID(prefix string, i int, slashIDs bool) string {
 
 // buildFixtures draws the fixtures from seed. Money carries its wire format,
 // so each kind is its own set; all sets hold the same values because they
-// come from the same draws.
-func buildFixtures(seed int64, branch int, slashIDs bool, kind fixtureKind) *fixtures {
+// come from the same draws. Records are spread over the branches round
+// robin (reconciliations follow their cashbox); that draws nothing, so one
+// branch or many, the values are the same.
+func buildFixtures(seed int64, branches []int, slashIDs bool, kind fixtureKind) *fixtures {
 	r := newRand(seed, 2)
 	m := func(d decimal.Decimal) money { return money{d: d, asString: kind.moneyAsString} }
 	amount := func(lo, hi int64) decimal.Decimal { return cents(lo + r.Int64N(hi-lo+1)) }
@@ -292,7 +315,7 @@ func buildFixtures(seed int64, branch int, slashIDs bool, kind fixtureKind) *fix
 	line := func(n int, code, name string, debit, credit money) journalLine {
 		return journalLine{Line: n, AccountCode: code, AccountName: name, Debit: debit, Credit: credit}
 	}
-	fx := &fixtures{}
+	fx := &fixtures{docBranch: map[string]int{}}
 
 	boxes := []struct{ name, typ, cur string }{
 		{"Main till", "cash", "USD"},
@@ -309,7 +332,7 @@ func buildFixtures(seed int64, branch int, slashIDs bool, kind fixtureKind) *fix
 		id := i + 1
 		fx.cashboxes = append(fx.cashboxes, cashbox{
 			ID: id, Name: b.name, Type: b.typ, CurrencyCode: b.cur,
-			Balance: m(amount(10000, 50000000)), IsActive: true, BranchID: branch,
+			Balance: m(amount(10000, 50000000)), IsActive: true, BranchID: branchOf(branches, i),
 		})
 		var acc []accessGrant
 		for j, u := range users[:len(users)-i%2] {
@@ -327,6 +350,7 @@ func buildFixtures(seed int64, branch int, slashIDs bool, kind fixtureKind) *fix
 		rec := reconciliation{
 			ID: i + 1, CashboxID: i%len(boxes) + 1, Status: "completed",
 			ExpectedBalance: m(expected), CountedBalance: m(counted), Difference: m(counted.Sub(expected)),
+			branch: fx.cashboxes[i%len(boxes)].BranchID,
 		}
 		if i >= 4 {
 			rec.Status = "draft"
@@ -344,8 +368,9 @@ func buildFixtures(seed int64, branch int, slashIDs bool, kind fixtureKind) *fix
 		part := total.Mul(decimal.New(int64(20+r.IntN(60)), -2)).Round(2)
 		fx.journals = append(fx.journals, journalEntry{
 			ID: id, Date: day(i), Reference: fmt.Sprintf("REF-%04d", i+1),
-			TotalDebit: m(total), TotalCredit: m(total), Status: "posted",
+			TotalDebit: m(total), TotalCredit: m(total), Status: "posted", branch: branchOf(branches, i),
 		})
+		fx.docBranch[id] = branchOf(branches, i)
 		fx.journalLines[id] = []journalLine{
 			line(1, "5000", "Operating expenses", m(part), zero),
 			line(2, "5100", "Rent", m(total.Sub(part)), zero),
@@ -361,8 +386,9 @@ func buildFixtures(seed int64, branch int, slashIDs bool, kind fixtureKind) *fix
 		pa := m(amount(500, 2000000))
 		fx.payments = append(fx.payments, voucher{
 			ID: pid, Number: fmt.Sprintf("PV-2026-%04d", i+1), Date: day(2 * i),
-			Party: parties[i%len(parties)], Amount: pa, CurrencyCode: "USD", Status: "posted",
+			Party: parties[i%len(parties)], Amount: pa, CurrencyCode: "USD", Status: "posted", branch: branchOf(branches, i),
 		})
+		fx.docBranch[pid] = branchOf(branches, i)
 		fx.paymentLines[pid] = []journalLine{
 			line(1, "2000", "Accounts payable", pa, zero),
 			line(2, "1000", "Cash", zero, pa),
@@ -371,36 +397,17 @@ func buildFixtures(seed int64, branch int, slashIDs bool, kind fixtureKind) *fix
 		ra := m(amount(500, 2000000))
 		fx.receipts = append(fx.receipts, voucher{
 			ID: rid, Number: fmt.Sprintf("RV-2026-%04d", i+1), Date: day(2*i + 1),
-			Party: "Customer " + strconv.Itoa(i+1), Amount: ra, CurrencyCode: "USD", Status: "posted",
+			Party: "Customer " + strconv.Itoa(i+1), Amount: ra, CurrencyCode: "USD", Status: "posted", branch: branchOf(branches, i),
 		})
+		fx.docBranch[rid] = branchOf(branches, i)
 		fx.receiptLines[rid] = []journalLine{
 			line(1, "1000", "Cash", ra, zero),
 			line(2, "1100", "Accounts receivable", zero, ra),
 		}
 	}
 
-	// Balance sheet: assets = liabilities + equity.
-	cash, recv, equip := amount(100000, 9000000), amount(100000, 9000000), amount(100000, 9000000)
-	pay, loans, capital := amount(10000, 3000000), amount(10000, 3000000), amount(10000, 3000000)
-	assets := cash.Add(recv).Add(equip)
-	retained := assets.Sub(pay).Sub(loans).Sub(capital)
-	leaf := func(id int, code, name string, bal decimal.Decimal) balanceNode {
-		return balanceNode{ID: id, Code: code, Name: name, Balance: m(bal), Children: []balanceNode{}}
-	}
-	node := func(id int, code, name string, children ...balanceNode) balanceNode {
-		sum := cents(0)
-		for _, c := range children {
-			sum = sum.Add(c.Balance.d)
-		}
-		return balanceNode{ID: id, Code: code, Name: name, Balance: m(sum), Children: children}
-	}
-	fx.balanceSheet = []balanceNode{
-		node(1, "1", "Assets",
-			node(2, "11", "Current assets", leaf(3, "1000", "Cash", cash), leaf(4, "1100", "Accounts receivable", recv)),
-			node(5, "12", "Fixed assets", leaf(6, "1200", "Equipment", equip))),
-		node(7, "2", "Liabilities", leaf(8, "2000", "Accounts payable", pay), leaf(9, "2200", "Loans", loans)),
-		node(10, "3", "Equity", leaf(11, "3100", "Capital", capital), leaf(12, "3200", "Retained earnings", retained)),
-	}
+	fx.balanceBase = drawBalanceBase(amount)
+	fx.balanceSheet = balanceTree(fx.balanceBase, kind.moneyAsString)
 
 	for i := range 3 {
 		fx.conversations = append(fx.conversations, conversation{

@@ -9,9 +9,14 @@
 // different list envelopes. Hostile knobs serve what a client has not seen:
 // records Postgres cannot store as they are, odd detail records, other
 // paging schemes (some impossible to follow), empty and huge answers, ids
-// with slashes, refused cursors, per-route statuses, unknown envelopes and
-// drifting fields. All state of a simulator sits behind one mutex. A Fleet
-// serves many independent simulators under /t/<tenant>/ from one handler.
+// with slashes, refused cursors, per-route statuses, unknown envelopes,
+// drifting fields (records, preview lines, tree nodes) and lists silently cut
+// at a default page size. Several users of one installation carry their own
+// company and branch; lists are company- or branch-scoped, records may be
+// labelled, balance sheets may depend on date_to (and late entries), and
+// requests in flight and each request's user are observable. All state of a
+// simulator sits behind one mutex. A Fleet serves many independent
+// simulators under /t/<tenant>/ from one handler.
 package erpsim
 
 import (
@@ -54,9 +59,16 @@ type Faults struct {
 	DropEvery          int           // every Nth data GET: hijack and close the connection without answering
 }
 
+// User is one ERP user of the installation. Its token carries its company
+// and branch context.
+type User struct {
+	Username, Password  string
+	CompanyID, BranchID int // 0 takes Options.CompanyID / Options.BranchID
+}
+
 // Options configures a simulator. Zero values take the documented defaults.
 type Options struct {
-	Username, Password     string // default "erpsync" / "erpsync-demo-password"
+	Username, Password     string // default "erpsync" / "erpsync-demo-password"; ignored when Users is set
 	PluginScheme           string // default "ERPPlugin"
 	ClientID, ClientSecret string // if both set, "Authorization: <PluginScheme> <ClientID>.<ClientSecret>" is accepted
 	CompanyID, BranchID    int    // default 1 and 1
@@ -87,7 +99,26 @@ type Options struct {
 	ListPageSize    int           // default DefaultPageSize
 	CursorRefusal   CursorRefusal // SetCursorRefusal
 	TokenStatus     int           // SetTokenStatus
+	// Users, if set, are the users who may log in, each with its own
+	// credentials and context (default: one user from Username, Password,
+	// CompanyID and BranchID). Records belong to CompanyID; the
+	// installation's branches are the distinct BranchIDs of the users of
+	// that company (sorted), or BranchID when there are none. Generated
+	// invoices, journal entries, vouchers and cashboxes are spread over the
+	// branches round robin (reconciliations follow their cashbox).
+	Users []User
+	// ListScope is what a token's lists hold (SetListScope).
+	ListScope ListScope
+	// RecordLabels is how records name their company and branch
+	// (SetRecordLabels).
+	RecordLabels RecordLabels
+	// BalanceSheetHistory makes the balance-sheet tree depend on date_to:
+	// leaf balances are a base plus the postings dated on or before it
+	// (PostLateEntry, SetBalanceSheetIgnoresDate, BalanceSheet). Off, the
+	// tree is one static tree whoever asks and whatever the date.
+	BalanceSheetHistory bool
 	// Now is the clock (default time.Now); tests use it for token expiry.
+	// The balance-sheet postings are dated from its reading at New.
 	Now func() time.Time
 }
 
@@ -97,6 +128,7 @@ type Request struct {
 	Authorization          string // header as received
 	Status                 int    // status answered (0 when dropped or abandoned)
 	At                     time.Time
+	Username               string // user of the bearer token, if live when recorded; "" otherwise
 }
 
 // Invoice is one sales invoice of the simulated ERP.
@@ -110,6 +142,10 @@ type Invoice struct {
 	TotalBC    decimal.Decimal
 	Status     string
 	UpdatedAt  string // RFC3339; empty means Date + "T10:00:00Z"
+	// CompanyID and BranchID are whose the invoice is (0: Options.CompanyID
+	// and Options.BranchID). BranchID -1 is written as a null branch, while
+	// the invoice still belongs to the first branch for scoping.
+	CompanyID, BranchID int
 	// Raw, if non-nil, is emitted verbatim as the record instead of the
 	// encoding of the fields.
 	Raw json.RawMessage
@@ -129,6 +165,7 @@ type Hook func(w http.ResponseWriter, r *http.Request) (handled bool)
 
 type tokenInfo struct {
 	expires time.Time
+	user    int // index into opts.Users
 }
 
 // Sim is the simulator. Create it with New.
@@ -152,16 +189,26 @@ type Sim struct {
 	tokens      map[string]tokenInfo
 	revocations int
 
-	log     []Request
-	logSeq  int64 // sequence number of log[0]
-	nextSeq int64
+	log                   []Request
+	logSeq                int64 // sequence number of log[0]
+	nextSeq               int64
+	inFlight, maxInFlight int
+
+	branches []int // the installation's branches, sorted; never empty
+	scope    ListScope
+	labels   RecordLabels
+	views    map[listView]invoiceView // invoice views served, dropped with the list
+
+	ledger      map[int]*branchLedger // balance-sheet postings by branch, built on first use
+	born        time.Time             // clock at New: the postings end in the month before it
+	ignoresDate bool
 
 	invoices        []Invoice // the normal invoices, as MutateInvoices sees them
 	listed          []Invoice // the invoice list served: invoices, plus the hostile ones when on
 	hostileInvoices bool
 	gen             uint64
 	refusal         CursorRefusal
-	pre             map[int]*preEncoded
+	pre             map[preKey]*preEncoded
 
 	currencies []Currency
 	fx         [4]*fixtures // by fixtureKind.index, built on first use
@@ -228,6 +275,7 @@ func (opts Options) withDefaults() Options {
 		opts.MessagingPrefix = "/messaging"
 	}
 	opts.MessagingPrefix = strings.TrimSuffix("/"+strings.Trim(opts.MessagingPrefix, "/"), "/")
+	opts.Users = usersWithDefaults(opts)
 	return opts
 }
 
@@ -238,6 +286,7 @@ func newWithNumbers(opts Options, numbers *invoiceNumbers) *Sim {
 	if now == nil {
 		now = time.Now
 	}
+	branches := installationBranches(opts)
 	s := &Sim{
 		opts:            opts,
 		money:           opts.MoneyAsString,
@@ -249,12 +298,16 @@ func newWithNumbers(opts Options, numbers *invoiceNumbers) *Sim {
 		tokens:          map[string]tokenInfo{},
 		gen:             1,
 		refusal:         opts.CursorRefusal,
-		invoices:        generateInvoices(opts.Invoices, opts.Seed, numbers),
+		invoices:        generateInvoices(opts.Invoices, opts.Seed, numbers, opts.CompanyID, branches),
 		hostileInvoices: opts.HostileInvoices,
 		currencies:      defaultCurrencies(),
 		hostileDetails:  opts.HostileDetails,
 		paging:          opts.ListPaging,
 		overrides:       map[string]routeOverride{},
+		branches:        branches,
+		scope:           opts.ListScope,
+		labels:          opts.RecordLabels,
+		born:            now(),
 	}
 	s.pagingSize = s.pageSize(opts.ListPageSize, true)
 	s.SetTokenStatus(opts.TokenStatus)
@@ -355,39 +408,77 @@ func (s *Sim) ResetRequests() {
 func (s *Sim) record(r *http.Request) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	max := s.opts.MaxRequestLog
-	if len(s.log) >= 2*max {
-		drop := len(s.log) - max + 1
-		nl := make([]Request, len(s.log)-drop, 2*max)
+	limit := s.opts.MaxRequestLog
+	if len(s.log) >= 2*limit {
+		drop := len(s.log) - limit + 1
+		nl := make([]Request, len(s.log)-drop, 2*limit)
 		copy(nl, s.log[drop:])
 		s.log = nl
 		s.logSeq += int64(drop)
 	}
 	seq := s.nextSeq
 	s.nextSeq++
+	now := s.now()
 	s.log = append(s.log, Request{
 		Method:        r.Method,
 		Path:          r.URL.Path,
 		RawQuery:      r.URL.RawQuery,
 		Authorization: r.Header.Get("Authorization"),
-		At:            s.now(),
+		At:            now,
+		Username:      s.tokenUser(r, now),
 	})
+	s.inFlight++
+	s.maxInFlight = max(s.maxInFlight, s.inFlight)
 	return seq
 }
 
-func (s *Sim) setStatus(seq int64, status int) {
+// tokenUser is the username of the live bearer token of r, "" if none.
+// Caller holds s.mu.
+func (s *Sim) tokenUser(r *http.Request, now time.Time) string {
+	tok, ok := s.bearer(r)
+	if !ok {
+		return ""
+	}
+	if t, ok := s.tokens[tok]; ok && now.Before(t.expires) {
+		return s.opts.Users[t.user].Username
+	}
+	return ""
+}
+
+// finish ends request seq: it logs the status answered and leaves the
+// requests in flight.
+func (s *Sim) finish(seq int64, status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.inFlight--
 	i := seq - s.logSeq
 	if i >= 0 && i < int64(len(s.log)) {
 		s.log[i].Status = status
 	}
 }
 
+// MaxInFlight is the highest number of requests (any route, auth included)
+// served at the same moment since New or ResetMaxInFlight, each counted from
+// when it is recorded until its handler returns (latency included), so that
+// a client's concurrency is visible.
+func (s *Sim) MaxInFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxInFlight
+}
+
+// ResetMaxInFlight starts MaxInFlight again from the requests in flight now.
+func (s *Sim) ResetMaxInFlight() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxInFlight = s.inFlight
+}
+
 // ---- invoices ----------------------------------------------------------------
 
 // Invoices returns a copy of the invoice list served, in page order: the
 // invoices, with the hostile ones mixed in when SetHostileInvoices is on.
+// Generated invoices have CompanyID and BranchID filled in.
 func (s *Sim) Invoices() []Invoice {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -581,7 +672,7 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if w.hijacked {
 			st = 0
 		}
-		s.setStatus(seq, st)
+		s.finish(seq, st)
 	}()
 
 	s.mu.Lock()
@@ -619,11 +710,13 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if s.injectFault(w) {
 		return
 	}
-	if !s.authorized(r) {
+	v, ok := s.viewer(r)
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="erp"`)
 		writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
 		return
 	}
+	r = withViewer(r, v)
 	if s.answerOverride(w, r) {
 		return
 	}
@@ -706,39 +799,55 @@ func (s *Sim) pluginOK(r *http.Request) bool {
 }
 
 func (s *Sim) tokenLive(tok string) bool {
+	_, ok := s.liveToken(tok)
+	return ok
+}
+
+// liveToken returns the token's info if it is neither expired nor revoked.
+func (s *Sim) liveToken(tok string) (tokenInfo, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tokens[tok]
 	if !ok {
-		return false
+		return tokenInfo{}, false
 	}
 	if !s.now().Before(t.expires) {
 		delete(s.tokens, tok)
-		return false
+		return tokenInfo{}, false
 	}
-	return true
+	return t, true
 }
 
-func (s *Sim) authorized(r *http.Request) bool {
-	if tok, ok := s.bearer(r); ok && s.tokenLive(tok) {
-		return true
+// viewer is whom the credentials of r belong to: the user of a live bearer
+// token, else the plugin credentials (with Options' context); false when
+// neither.
+func (s *Sim) viewer(r *http.Request) (viewer, bool) {
+	if tok, ok := s.bearer(r); ok {
+		if t, ok := s.liveToken(tok); ok {
+			u := s.opts.Users[t.user]
+			return viewer{user: t.user, company: u.CompanyID, branch: u.BranchID}, true
+		}
 	}
-	return s.pluginOK(r)
+	if s.pluginOK(r) {
+		return s.pluginViewer(), true
+	}
+	return viewer{}, false
 }
 
 // me answers who the credentials belong to, with the company and branch
-// context of the token.
+// context of the token. The first user has id 7, the next 8 and so on; the
+// plugin credentials answer as the first user's id with the client id.
 func (s *Sim) me(w http.ResponseWriter, r *http.Request) {
-	username := ""
-	if tok, ok := s.bearer(r); ok && s.tokenLive(tok) {
-		username = s.opts.Username
-	} else if s.pluginOK(r) {
-		username = s.opts.ClientID
-	} else {
+	v, ok := s.viewer(r)
+	if !ok {
 		writeJSON(w, http.StatusUnauthorized, `{"detail":"token missing, invalid or expired"}`)
 		return
 	}
-	writeValue(w, http.StatusOK, meJSON{ID: 7, Username: username, CompanyID: s.opts.CompanyID, BranchID: s.opts.BranchID})
+	me := meJSON{ID: 7, Username: s.opts.ClientID, CompanyID: v.company, BranchID: v.branch}
+	if v.user >= 0 {
+		me.ID, me.Username = 7+v.user, s.opts.Users[v.user].Username
+	}
+	writeValue(w, http.StatusOK, me)
 }
 
 type meJSON struct {
@@ -799,9 +908,8 @@ func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, `{"detail":"username and password are required"}`)
 		return
 	}
-	userOK := subtle.ConstantTimeCompare([]byte(*body.Username), []byte(o.Username)) == 1
-	passOK := subtle.ConstantTimeCompare([]byte(*body.Password), []byte(o.Password)) == 1
-	if !userOK || !passOK {
+	user := findUser(o.Users, *body.Username, *body.Password)
+	if user < 0 {
 		writeJSON(w, http.StatusUnauthorized, `{"detail":"invalid credentials"}`)
 		return
 	}
@@ -815,7 +923,7 @@ func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	now := s.now()
 	exp := now.Add(o.TokenTTL)
-	s.tokens[tok] = tokenInfo{expires: exp}
+	s.tokens[tok] = tokenInfo{expires: exp, user: user}
 	s.mu.Unlock()
 	w.Header().Set("Cache-Control", "no-store")
 	writeValue(w, status, tokenJSON{
@@ -823,7 +931,21 @@ func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
 		TokenType:   "Bearer",
 		ExpiresIn:   ceilSeconds(o.TokenTTL),
 		ExpiresAt:   exp.UTC().Format(time.RFC3339),
-		CompanyID:   o.CompanyID,
-		BranchID:    o.BranchID,
+		CompanyID:   o.Users[user].CompanyID,
+		BranchID:    o.Users[user].BranchID,
 	})
+}
+
+// findUser returns the index of the user with these credentials, -1 if
+// none. Every user is compared in full, in constant time.
+func findUser(users []User, username, password string) int {
+	found := -1
+	for i, u := range users {
+		userOK := subtle.ConstantTimeCompare([]byte(username), []byte(u.Username)) == 1
+		passOK := subtle.ConstantTimeCompare([]byte(password), []byte(u.Password)) == 1
+		if userOK && passOK && found < 0 {
+			found = i
+		}
+	}
+	return found
 }

@@ -2,14 +2,19 @@ package erpsim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -805,7 +810,7 @@ func TestPreEncodedIdentical(t *testing.T) {
 		_, _, plain := walk(t, srv, tok, 50)
 		s.PreEncodeInvoicePages(50)
 		s.mu.Lock()
-		pe := s.pre[50]
+		pe := s.pre[preKey{50, listView{company: 1}}]
 		s.mu.Unlock()
 		if pe == nil || len(pe.pages) != len(plain) {
 			t.Fatalf("pre-encoded pages: %+v", pe)
@@ -955,7 +960,7 @@ func BenchmarkPreEncode1M(b *testing.B) {
 		s.PreEncodeInvoicePages(100)
 	}
 	n := 0
-	for _, p := range s.pre[100].pages {
+	for _, p := range s.pre[preKey{100, listView{company: 1}}].pages {
 		n += len(p)
 	}
 	b.ReportMetric(float64(n)/1e6, "bytes/invoice")
@@ -1748,4 +1753,981 @@ func TestFleetMemory(t *testing.T) {
 	if unsafe.StringData(a[7].Number) != unsafe.StringData(b[7].Number) {
 		t.Fatal("tenants do not share invoice numbers")
 	}
+}
+
+// ---- golden answers of the default options -----------------------------------
+//
+// testdata/default-answers.golden holds what the simulator answered, byte for
+// byte, before the multi-user, scoping, label, balance-history, list-cut and
+// in-flight knobs existed. With all of those at their zero values every
+// answer must stay the same: other packages store payload hashes and the
+// benchmark pre-encodes invoice pages. Regenerate only on purpose, with
+// go test -run TestDefaultAnswersGolden -update-golden.
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/default-answers.golden")
+
+const goldenFile = "testdata/default-answers.golden"
+
+// goldenRoutes are the GETs of every data route kind, in a fixed order.
+var goldenRoutes = []string{
+	"/sales/api/invoices/list/",
+	"/sales/api/invoices/list/?page_size=10",
+	"/sales/api/invoices/list/?page_size=1000",
+	"/accounts/api/currencies/",
+	"/accounts/api/currencies/?scope=all",
+	"/accounts/api/cashboxes/",
+	"/accounts/api/cashboxes/lookup/",
+	"/accounts/api/cashboxes/1/access/",
+	"/accounts/api/cashboxes/2/access/",
+	"/accounts/api/cashboxes/3/access/",
+	"/accounts/api/cashboxes/4/access/",
+	"/accounts/api/cashbox-reconciliations/",
+	"/accounts/api/journal-entries/",
+	"/accounts/api/journal-entries/?draw=3&start=20&length=50",
+	"/accounts/api/journal-entries/JE-000001/journal-preview/",
+	"/accounts/api/journal-entries/JE-000002/journal-preview/",
+	"/accounts/api/journal-entries/JE-000003/journal-preview/",
+	"/accounts/api/journal-entries/JE-000004/journal-preview/",
+	"/accounts/api/journal-entries/JE%2F2026%2F000002/journal-preview/",
+	"/accounts/api/journal-entries/JE%2F2026%2F000004/journal-preview/",
+	"/accounts/api/payment-vouchers/",
+	"/accounts/api/payment-vouchers/PV-000001/journal-preview/",
+	"/accounts/api/payment-vouchers/PV%2F2026%2F000012/journal-preview/",
+	"/accounts/api/receipt-vouchers/",
+	"/accounts/api/receipt-vouchers/RV-000007/journal-preview/",
+	"/accounts/api/balance-sheet-tree/",
+	"/accounts/api/balance-sheet-tree/?date_to=2026-03-31",
+	"/accounts/api/balance-sheet-tree/?date_to=2024-01-01",
+	"/accounts/api/balance-sheet-tree/?date_to=31-03-2026",
+	"/messaging/api/conversations/",
+	"/messaging/api/messages/",
+	"/messaging/api/templates/",
+	"/messaging/api/queue/",
+	"/messaging/api/stats/",
+	"/messaging/api/settings/",
+}
+
+// goldenOneLists are the one-list routes whose envelope and paging vary.
+var goldenOneLists = []string{
+	"/accounts/api/cashboxes/",
+	"/accounts/api/cashbox-reconciliations/",
+	"/accounts/api/payment-vouchers/",
+	"/accounts/api/payment-vouchers/?page=2",
+	"/accounts/api/payment-vouchers/?page_size=5",
+	"/accounts/api/receipt-vouchers/?draw=2&start=3&length=4",
+	"/messaging/api/queue/",
+}
+
+var goldenClock = func() time.Time { return time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC) }
+
+// goldenCase is one simulator configuration and what to ask it.
+type goldenCase struct {
+	name   string
+	opts   Options
+	setup  func(*Sim)
+	routes []string
+	walk   int // page size of a full invoice sweep to record, if > 0
+}
+
+func goldenCases() []goldenCase {
+	var cases []goldenCase
+	cases = append(cases,
+		goldenCase{name: "default", routes: goldenRoutes, walk: 40},
+		goldenCase{name: "money-string-slash-ids", opts: Options{MoneyAsString: true, SlashIDs: true, BranchID: 3, CompanyID: 8}, routes: goldenRoutes, walk: 40},
+		goldenCase{name: "pre-encoded", opts: Options{Invoices: 95}, setup: func(s *Sim) { s.PreEncodeInvoicePages(10) }, walk: 10},
+		goldenCase{name: "pre-encoded-string", opts: Options{Invoices: 95, MoneyAsString: true}, setup: func(s *Sim) { s.PreEncodeInvoicePages(25) }, walk: 25},
+		goldenCase{name: "hostile-details", opts: Options{HostileDetails: true}, routes: goldenRoutes},
+		goldenCase{name: "hostile-invoices", opts: Options{Invoices: 60, HostileInvoices: true}, walk: 7},
+		goldenCase{name: "drift", opts: Options{Invoices: 30}, setup: func(s *Sim) {
+			s.SetFieldDrift("/accounts/api/cashboxes/", map[string]json.RawMessage{"zone": json.RawMessage(`1`)}, []string{"balance"})
+			s.SetFieldDrift(invoiceListPath, map[string]json.RawMessage{"status": json.RawMessage(`"x"`)}, []string{"date"})
+			s.SetEmptyList("/accounts/api/payment-vouchers/", true)
+			s.SetUnknownEnvelope("/accounts/api/receipt-vouchers/", true)
+		}, routes: goldenRoutes, walk: 10},
+	)
+	for _, env := range []Envelope{EnvelopeArray, EnvelopeResults, EnvelopeDataTables} {
+		cases = append(cases, goldenCase{name: "envelope-" + string(env), opts: Options{ListEnvelope: env, PageSizeCap: 5}, routes: goldenOneLists})
+	}
+	for _, mode := range []ListPaging{ListPagingCursor, ListPagingDRF, ListPagingDataTables, ListPagingUnfollowable, ListPagingUnfollowableDRF} {
+		cases = append(cases, goldenCase{name: "paging-" + string(mode), opts: Options{ListPaging: mode, ListPageSize: 2}, routes: goldenOneLists})
+	}
+	return cases
+}
+
+// goldenAnswers asks every golden case its routes and returns the answers
+// in the golden file's format: per answer a header line
+// "=== <case> <status> <length> <route>" and the body, then a newline.
+func goldenAnswers(t *testing.T) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	var host []byte // of the server in use: DRF links carry it
+	add := func(c, route string, r resp) {
+		r.body = bytes.ReplaceAll(r.body, host, []byte("HOST"))
+		fmt.Fprintf(&out, "=== %s %d %d %s\n", c, r.status, len(r.body), route)
+		out.Write(r.body)
+		out.WriteByte('\n')
+	}
+	for _, gc := range goldenCases() {
+		o := gc.opts
+		o.Now = goldenClock
+		s, srv := newSim(t, o)
+		host = []byte(strings.TrimPrefix(srv.URL, "http://"))
+		if gc.setup != nil {
+			gc.setup(s)
+		}
+		r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", `{"username":"erpsync","password":"erpsync-demo-password"}`)
+		tok := decode(t, r.body)["access_token"].(string)
+		r.body = bytes.Replace(r.body, []byte(tok), []byte("TOKEN"), 1)
+		add(gc.name, "/api/auth/token/", r)
+		add(gc.name, "/api/auth/me/", get(t, srv, "/api/auth/me/", tok))
+		for _, route := range gc.routes {
+			add(gc.name, route, get(t, srv, route, tok))
+		}
+		if gc.walk > 0 {
+			_, bodies := invoicePages(t, srv.URL, tok, gc.walk)
+			for i, b := range bodies {
+				add(gc.name, fmt.Sprintf("invoice sweep page %d of %d", i+1, gc.walk), resp{status: 200, body: b})
+			}
+		}
+	}
+	return out.Bytes()
+}
+
+func TestDefaultAnswersGolden(t *testing.T) {
+	got := goldenAnswers(t)
+	if *updateGolden {
+		if err := os.WriteFile(goldenFile, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(goldenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	// Name the first answer that differs.
+	gl, wl := bytes.SplitAfter(got, []byte("\n=== ")), bytes.SplitAfter(want, []byte("\n=== "))
+	for i := range min(len(gl), len(wl)) {
+		if !bytes.Equal(gl[i], wl[i]) {
+			t.Fatalf("answer %d differs from the golden copy:\ngot  %.600s\nwant %.600s", i, gl[i], wl[i])
+		}
+	}
+	t.Fatalf("%d answers, golden copy has %d", len(gl), len(wl))
+}
+
+// ---- several users, scopes and labels -------------------------------------------
+
+// branchUsers are three users of company 1 in branches 2 and 5, and one of
+// company 9.
+var branchUsers = []User{
+	{Username: "alice", Password: "pa", BranchID: 2},
+	{Username: "bob", Password: "pb", BranchID: 5},
+	{Username: "carol", Password: "pc", CompanyID: 1, BranchID: 2},
+	{Username: "mallory", Password: "pm", CompanyID: 9, BranchID: 7},
+}
+
+func loginAs(t *testing.T, srv *httptest.Server, user, password string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"username": user, "password": password})
+	r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", string(body))
+	if r.status != 200 {
+		t.Fatalf("login %s: %d %s", user, r.status, r.body)
+	}
+	return decode(t, r.body)["access_token"].(string)
+}
+
+// loginAll logs every user of branchUsers in.
+func loginAll(t *testing.T, srv *httptest.Server) map[string]string {
+	t.Helper()
+	toks := map[string]string{}
+	for _, u := range branchUsers {
+		toks[u.Username] = loginAs(t, srv, u.Username, u.Password)
+	}
+	return toks
+}
+
+func TestUsers(t *testing.T) {
+	t.Parallel()
+	s, srv := newSim(t, Options{Users: branchUsers, BranchID: 3, ClientID: "cid", ClientSecret: "sekret"})
+	if got := s.Branches(); !slices.Equal(got, []int{2, 5}) {
+		t.Fatalf("branches %v", got)
+	}
+	tests := []struct {
+		user, password string
+		status         int
+		me             string
+	}{
+		{"alice", "pa", 200, `{"id":7,"username":"alice","company_id":1,"branch_id":2}`},
+		{"bob", "pb", 200, `{"id":8,"username":"bob","company_id":1,"branch_id":5}`},
+		{"carol", "pc", 200, `{"id":9,"username":"carol","company_id":1,"branch_id":2}`},
+		{"mallory", "pm", 200, `{"id":10,"username":"mallory","company_id":9,"branch_id":7}`},
+		{"alice", "pb", 401, ""},                      // another user's password
+		{"erpsync", "erpsync-demo-password", 401, ""}, // Options' own user is not one when Users is set
+	}
+	for _, tc := range tests {
+		body, _ := json.Marshal(map[string]string{"username": tc.user, "password": tc.password})
+		r := mustDo(t, "POST", srv.URL+"/api/auth/token/", "", string(body))
+		if r.status != tc.status {
+			t.Fatalf("%s/%s: %d %s", tc.user, tc.password, r.status, r.body)
+		}
+		if tc.status != 200 {
+			continue
+		}
+		tr := decode(t, r.body)
+		tok := tr["access_token"].(string)
+		me := decode(t, []byte(tc.me))
+		if tr["company_id"] != me["company_id"] || tr["branch_id"] != me["branch_id"] {
+			t.Errorf("%s: token context %s", tc.user, r.body)
+		}
+		if got := get(t, srv, "/api/auth/me/", tok); string(got.body) != tc.me {
+			t.Errorf("%s: me %s", tc.user, got.body)
+		}
+		// The request log names the user of each token.
+		get(t, srv, "/accounts/api/cashboxes/", tok)
+		reqs := s.Requests()
+		if q := reqs[len(reqs)-1]; q.Username != tc.user || q.Path != "/accounts/api/cashboxes/" {
+			t.Errorf("%s: logged %+v", tc.user, q)
+		}
+	}
+	// The plugin credentials keep Options' context, and name no user.
+	if r := mustDo(t, "GET", srv.URL+"/api/auth/me/", "ERPPlugin cid.sekret", ""); string(r.body) != `{"id":7,"username":"cid","company_id":1,"branch_id":3}` {
+		t.Errorf("plugin me %s", r.body)
+	}
+	// Logins, the plugin, unknown and revoked tokens name no user.
+	mustDo(t, "GET", srv.URL+"/accounts/api/cashboxes/", "Bearer nope", "")
+	revoked := loginAs(t, srv, "bob", "pb")
+	mustDo(t, "POST", srv.URL+"/api/auth/revoke/", "Bearer "+revoked, "")
+	get(t, srv, "/accounts/api/cashboxes/", revoked)
+	anonymous := 0
+	for _, q := range s.Requests() {
+		if q.Path == "/api/auth/token/" || q.Authorization == "Bearer nope" || q.Authorization == "ERPPlugin cid.sekret" ||
+			(q.Authorization == "Bearer "+revoked && q.Path == "/accounts/api/cashboxes/") {
+			anonymous++
+			if q.Username != "" {
+				t.Errorf("%s %q logged as %q", q.Path, q.Authorization, q.Username)
+			}
+		}
+	}
+	if anonymous != 10 {
+		t.Errorf("%d anonymous requests in the log", anonymous)
+	}
+}
+
+// invoiceIDsOf is the ids of invoices.
+func invoiceIDsOf(inv []Invoice) []int64 {
+	var ids []int64
+	for _, v := range inv {
+		ids = append(ids, v.ID)
+	}
+	return ids
+}
+
+// listIDs reads the ids of a whole-list answer ({"ok","data"}, DataTables
+// or a bare array) as JSON text.
+func listIDs(t *testing.T, body []byte) []string {
+	t.Helper()
+	var recs []map[string]json.RawMessage
+	if err := json.Unmarshal(body, &recs); err != nil {
+		var e struct{ Data []map[string]json.RawMessage }
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		recs = e.Data
+	}
+	ids := []string{}
+	for _, r := range recs {
+		ids = append(ids, strings.Trim(string(r["id"]), `"`))
+	}
+	return ids
+}
+
+func TestListScope(t *testing.T) {
+	t.Parallel()
+	s, srv := newSim(t, Options{Users: branchUsers, Invoices: 53, PageSizeCap: 100})
+	toks := loginAll(t, srv)
+
+	// Generated invoices are spread over branches 2 and 5 round robin.
+	for i, v := range s.Invoices() {
+		if v.CompanyID != 1 || v.BranchID != []int{2, 5}[i%2] {
+			t.Fatalf("invoice %d: company %d branch %d", i, v.CompanyID, v.BranchID)
+		}
+	}
+	// Move some: to branch 5, to the null branch (counted in branch 2),
+	// to another company, and to the defaults (Options' branch 1, no user's).
+	s.MutateInvoices(func(in []Invoice) []Invoice {
+		in[0].BranchID = 5
+		in[3].BranchID = -1
+		in[5].CompanyID = 9
+		in[7].CompanyID, in[7].BranchID = 0, 0
+		return in
+	})
+	want := map[[2]int][]int64{} // by company and branch; branch 0: the company
+	for _, v := range s.Invoices() {
+		c, b := cmp.Or(v.CompanyID, 1), cmp.Or(v.BranchID, 1)
+		if b < 0 {
+			b = 2
+		}
+		want[[2]int{c, b}] = append(want[[2]int{c, b}], v.ID)
+		want[[2]int{c, 0}] = append(want[[2]int{c, 0}], v.ID)
+	}
+	if len(want[[2]int{1, 5}]) != 24 || len(want[[2]int{1, 2}]) != 27 || len(want[[2]int{1, 1}]) != 1 {
+		t.Fatalf("expected split %d %d %d", len(want[[2]int{1, 5}]), len(want[[2]int{1, 2}]), len(want[[2]int{1, 1}]))
+	}
+
+	tests := []struct {
+		scope ListScope
+		user  string
+		view  [2]int
+		// ids of other lists: payment vouchers, cashboxes, journal entries
+		payments, cashboxes []string
+		journals            int
+	}{
+		{ScopeCompany, "alice", [2]int{1, 0}, seqIDs("PV-%06d", 1, 12, 1), []string{"1", "2", "3", "4"}, 30},
+		{ScopeCompany, "bob", [2]int{1, 0}, seqIDs("PV-%06d", 1, 12, 1), []string{"1", "2", "3", "4"}, 30},
+		{ScopeCompany, "mallory", [2]int{9, 0}, []string{}, []string{}, 0},
+		{ScopeBranch, "alice", [2]int{1, 2}, seqIDs("PV-%06d", 1, 12, 2), []string{"1", "3"}, 15},
+		{ScopeBranch, "carol", [2]int{1, 2}, seqIDs("PV-%06d", 1, 12, 2), []string{"1", "3"}, 15},
+		{ScopeBranch, "bob", [2]int{1, 5}, seqIDs("PV-%06d", 2, 12, 2), []string{"2", "4"}, 15},
+		{ScopeBranch, "mallory", [2]int{9, 7}, []string{}, []string{}, 0},
+	}
+	for _, tc := range tests {
+		s.SetListScope(tc.scope)
+		tok := toks[tc.user]
+		name := fmt.Sprintf("scope %d %s", tc.scope, tc.user)
+		ids, _, _ := walk(t, srv, tok, 7)
+		if !slices.Equal(ids, want[tc.view]) {
+			t.Errorf("%s: invoices %v, want %v", name, ids, want[tc.view])
+		}
+		if tc.view[0] == 1 && !slices.Equal(invoiceIDsOf(s.InvoicesOfBranch(tc.view[1])), want[tc.view]) {
+			t.Errorf("%s: InvoicesOfBranch disagrees", name)
+		}
+		if got := listIDs(t, get(t, srv, "/accounts/api/payment-vouchers/", tok).body); !slices.Equal(got, tc.payments) {
+			t.Errorf("%s: payment vouchers %v", name, got)
+		}
+		for _, route := range []string{"/accounts/api/cashboxes/", "/accounts/api/cashboxes/lookup/"} {
+			if got := listIDs(t, get(t, srv, route, tok).body); !slices.Equal(got, tc.cashboxes) {
+				t.Errorf("%s: %s %v", name, route, got)
+			}
+		}
+		// Reconciliations follow their cashbox (reconciliation i has cashbox (i-1)%4+1).
+		for _, id := range listIDs(t, get(t, srv, "/accounts/api/cashbox-reconciliations/", tok).body) {
+			n, _ := strconv.Atoi(id)
+			if !slices.Contains(tc.cashboxes, strconv.Itoa((n-1)%4+1)) {
+				t.Errorf("%s: reconciliation %s of another branch", name, id)
+			}
+		}
+		if m := decode(t, get(t, srv, "/accounts/api/journal-entries/", tok).body); m["recordsTotal"].(json.Number) != json.Number(strconv.Itoa(tc.journals)) {
+			t.Errorf("%s: %v journal entries", name, m["recordsTotal"])
+		}
+		// Previews and access lists follow their record.
+		for doc, status := range map[string]int{
+			"/accounts/api/journal-entries/JE-000001/journal-preview/":  previewStatus(tc.view, 2),
+			"/accounts/api/journal-entries/JE-000002/journal-preview/":  previewStatus(tc.view, 5),
+			"/accounts/api/payment-vouchers/PV-000004/journal-preview/": previewStatus(tc.view, 5),
+			"/accounts/api/receipt-vouchers/RV-000003/journal-preview/": previewStatus(tc.view, 2),
+			"/accounts/api/cashboxes/1/access/":                         previewStatus(tc.view, 2),
+			"/accounts/api/cashboxes/4/access/":                         previewStatus(tc.view, 5),
+		} {
+			if r := get(t, srv, doc, tok); r.status != status {
+				t.Errorf("%s: %s answered %d, want %d", name, doc, r.status, status)
+			}
+		}
+	}
+
+	// Sums per branch make up the company's.
+	sum := func(inv []Invoice) decimal.Decimal {
+		d := decimal.Zero
+		for _, v := range inv {
+			d = d.Add(v.TotalBC)
+		}
+		return d
+	}
+	if a, b, c, all := sum(s.InvoicesOfBranch(2)), sum(s.InvoicesOfBranch(5)), sum(s.InvoicesOfBranch(1)), sum(s.InvoicesOfBranch(0)); !a.Add(b).Add(c).Equal(all) {
+		t.Fatalf("branch sums %s + %s + %s != %s", a, b, c, all)
+	}
+
+	// Pre-encoded pages honour the scope: a branch's pages as served plainly.
+	s.SetListScope(ScopeBranch)
+	_, _, plain := walk(t, srv, toks["bob"], 7)
+	s.PreEncodeInvoicePages(7)
+	s.mu.Lock()
+	pe := s.pre[preKey{7, listView{1, 5}}]
+	s.mu.Unlock()
+	if pe == nil || len(pe.pages) != len(plain) {
+		t.Fatalf("no pre-encoded pages for branch 5")
+	}
+	for i := range plain {
+		if !bytes.Equal(pe.pages[i], plain[i]) {
+			t.Fatalf("pre-encoded page %d differs:\n%s\n%s", i, pe.pages[i], plain[i])
+		}
+	}
+	if ids, _, _ := walk(t, srv, toks["alice"], 7); !slices.Equal(ids, want[[2]int{1, 2}]) {
+		t.Fatal("alice served bob's pre-encoded pages")
+	}
+}
+
+// previewStatus is what a record of that branch of company 1 answers in a view.
+func previewStatus(view [2]int, branch int) int {
+	if view[0] == 1 && (view[1] == 0 || view[1] == branch) {
+		return 200
+	}
+	return 404
+}
+
+// seqIDs formats the ids from..to (inclusive) in steps.
+func seqIDs(format string, from, to, step int) []string {
+	var out []string
+	for i := from; i <= to; i += step {
+		out = append(out, fmt.Sprintf(format, i))
+	}
+	return out
+}
+
+func TestRecordLabels(t *testing.T) {
+	t.Parallel()
+	company := func(id int) string { return fmt.Sprintf(`{"id":%d,"name":"Company %d"}`, id, id) }
+	branch := func(id int) string { return fmt.Sprintf(`{"id":%d,"name":"Branch %d"}`, id, id) }
+	tests := []struct {
+		labels RecordLabels
+		viaSet bool
+		// what records end in: an invoice of branch 5, one of the null
+		// branch, one of the defaults (Options' company 1 and branch 1),
+		// journal entry 2 (branch 5), cashbox 1 (branch 2)
+		invoice, nullInvoice, defaults, journal, cashbox string
+	}{
+		{LabelsNone, false, `T10:00:00Z"}`, `T10:00:00Z"}`, `T10:00:00Z"}`, `"status":"posted"}`, `"is_active":true,"branch_id":2}`},
+		{LabelsIDs, false, `,"company_id":1,"branch_id":5}`, `,"company_id":1,"branch_id":null}`, `,"company_id":1,"branch_id":1}`,
+			`"status":"posted","company_id":1,"branch_id":5}`, `"is_active":true,"branch_id":2,"company_id":1}`},
+		{LabelsIDs, true, `,"company_id":1,"branch_id":5}`, `,"company_id":1,"branch_id":null}`, `,"company_id":1,"branch_id":1}`,
+			`"status":"posted","company_id":1,"branch_id":5}`, `"is_active":true,"branch_id":2,"company_id":1}`},
+		{LabelsObjects, false, `,"company":` + company(1) + `,"branch":` + branch(5) + `}`, `,"company":` + company(1) + `,"branch":null}`,
+			`,"company":` + company(1) + `,"branch":` + branch(1) + `}`,
+			`"status":"posted","company":` + company(1) + `,"branch":` + branch(5) + `}`,
+			`"is_active":true,"branch_id":2,"company":` + company(1) + `,"branch":` + branch(2) + `}`},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%d/%v", tc.labels, tc.viaSet), func(t *testing.T) {
+			t.Parallel()
+			o := Options{Users: branchUsers[:2], Invoices: 6, RecordLabels: tc.labels}
+			if tc.viaSet {
+				o.RecordLabels = LabelsObjects
+			}
+			s, srv := newSim(t, o)
+			if tc.viaSet {
+				s.SetRecordLabels(tc.labels)
+			}
+			s.MutateInvoices(func(in []Invoice) []Invoice {
+				in[0].BranchID = -1
+				in[2].CompanyID, in[2].BranchID = 0, 0
+				return in
+			})
+			tok := login2(t, srv)
+			check := func(what string, body []byte) {
+				t.Helper()
+				var p invPage
+				if err := json.Unmarshal(body, &p); err != nil || len(p.Data) != 6 {
+					t.Fatalf("%s: %s", what, body)
+				}
+				for i, want := range map[int]string{0: tc.nullInvoice, 1: tc.invoice, 2: tc.defaults} {
+					if !bytes.HasSuffix(p.Data[i], []byte(want)) {
+						t.Errorf("%s: invoice %d is %s, want it to end in %s", what, i, p.Data[i], want)
+					}
+				}
+			}
+			page := get(t, srv, "/sales/api/invoices/list/?page_size=10", tok).body
+			check("invoices", page)
+			// Pre-encoded pages carry the same labels, and are not served once labels change.
+			s.PreEncodeInvoicePages(10)
+			if again := get(t, srv, "/sales/api/invoices/list/?page_size=10", tok).body; !bytes.Equal(again, page) {
+				t.Errorf("pre-encoded page differs:\n%s\n%s", again, page)
+			}
+			s.SetRecordLabels((tc.labels + 1) % 3)
+			if again := get(t, srv, "/sales/api/invoices/list/?page_size=10", tok).body; bytes.Equal(again, page) {
+				t.Error("stale pre-encoded page served after SetRecordLabels")
+			}
+			s.SetRecordLabels(tc.labels)
+
+			recs := func(route string) []json.RawMessage {
+				var e struct{ Data []json.RawMessage }
+				if err := json.Unmarshal(get(t, srv, route, tok).body, &e); err != nil || len(e.Data) == 0 {
+					t.Fatalf("%s: %v", route, err)
+				}
+				return e.Data
+			}
+			if j := recs("/accounts/api/journal-entries/")[1]; !bytes.HasSuffix(j, []byte(tc.journal)) {
+				t.Errorf("journal entry %s", j)
+			}
+			if c := recs("/accounts/api/cashboxes/")[0]; !bytes.HasSuffix(c, []byte(tc.cashbox)) || bytes.Count(c, []byte(`"branch_id"`)) != 1 {
+				t.Errorf("cashbox %s", c)
+			}
+			// Vouchers and reconciliations are labelled as journal entries are.
+			tail := strings.TrimPrefix(tc.journal, `"status":"posted"`)
+			for _, route := range []string{"/accounts/api/payment-vouchers/", "/accounts/api/receipt-vouchers/", "/accounts/api/cashbox-reconciliations/"} {
+				if r := recs(route)[1]; !bytes.HasSuffix(r, []byte(tail)) || !json.Valid(r) {
+					t.Errorf("%s: %s", route, r)
+				}
+			}
+		})
+	}
+}
+
+// login2 logs in as alice.
+func login2(t *testing.T, srv *httptest.Server) string {
+	return loginAs(t, srv, branchUsers[0].Username, branchUsers[0].Password)
+}
+
+// The invoice encoder writes labels without allocating: the same
+// allocations with labels as without (those of the decimal's digits).
+func TestInvoiceLabelsAllocateNothing(t *testing.T) {
+	v := Invoice{ID: 1, Number: "INV-1", Date: "2026-01-01", Customer: "C", Currency: "USD", TotalBC: decimal.New(12345, -2), Status: "posted", BranchID: 5}
+	buf := make([]byte, 0, 4096)
+	allocs := map[RecordLabels]float64{}
+	for _, mode := range []RecordLabels{LabelsNone, LabelsIDs, LabelsObjects} {
+		lb := labeller{mode: mode, company: 1, branch: 1}
+		allocs[mode] = testing.AllocsPerRun(200, func() { buf = appendInvoice(buf[:0], &v, false, lb) })
+	}
+	if allocs[LabelsIDs] != allocs[LabelsNone] || allocs[LabelsObjects] != allocs[LabelsNone] {
+		t.Fatalf("allocations per invoice: %v", allocs)
+	}
+}
+
+// ---- balance sheets by date -------------------------------------------------------
+
+// treeBalances reads a balance-sheet answer into balances by code, checking
+// that every parent is the sum of its children and assets = liabilities +
+// equity.
+func treeBalances(t *testing.T, body []byte) map[string]decimal.Decimal {
+	t.Helper()
+	type node struct {
+		Code     string
+		Balance  json.RawMessage
+		Children []node
+	}
+	var e struct{ Data []node }
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	out := map[string]decimal.Decimal{}
+	var walkTree func(n node) decimal.Decimal
+	walkTree = func(n node) decimal.Decimal {
+		bal := decimal.RequireFromString(strings.Trim(string(n.Balance), `"`))
+		if len(n.Children) > 0 {
+			sum := decimal.Zero
+			for _, c := range n.Children {
+				sum = sum.Add(walkTree(c))
+			}
+			if !sum.Equal(bal) {
+				t.Fatalf("node %s: %s, children sum to %s", n.Code, bal, sum)
+			}
+		}
+		out[n.Code] = bal
+		return bal
+	}
+	for _, n := range e.Data {
+		walkTree(n)
+	}
+	return out
+}
+
+// sameBalances reports whether a and b hold equal balances for the same codes.
+func sameBalances(a, b map[string]decimal.Decimal) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !w.Equal(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func fixedClock(at time.Time) func() time.Time { return func() time.Time { return at } }
+
+func TestBalanceSheetHistory(t *testing.T) {
+	t.Parallel()
+	s, srv := newSim(t, Options{Users: branchUsers, BalanceSheetHistory: true, Now: fixedClock(time.Date(2026, 5, 15, 12, 0, 0, 0, time.UTC))})
+	toks := loginAll(t, srv)
+	tree := func(user, dateTo string) map[string]decimal.Decimal {
+		t.Helper()
+		r := get(t, srv, "/accounts/api/balance-sheet-tree/?date_to="+dateTo, toks[user])
+		if r.status != 200 {
+			t.Fatalf("%s %s: %d %s", user, dateTo, r.status, r.body)
+		}
+		b := treeBalances(t, r.body)
+		if !b["1"].Equal(b["2"].Add(b["3"])) {
+			t.Fatalf("%s %s: assets %s, liabilities %s, equity %s", user, dateTo, b["1"], b["2"], b["3"])
+		}
+		return b
+	}
+	// Postings run from 2023-11 to 2026-04: before that the base, after it all.
+	dates := []string{"2023-10-31", "2024-06-30", "2025-03-09", "2025-03-10", "2025-12-31", "2026-05-15", ""}
+	for _, scope := range []ListScope{ScopeCompany, ScopeBranch} {
+		s.SetListScope(scope)
+		for _, d := range dates {
+			for _, u := range []struct {
+				name   string
+				branch int
+			}{{"alice", 2}, {"bob", 5}} {
+				br := u.branch
+				if scope == ScopeCompany {
+					br = 0
+				}
+				want := s.BalanceSheet(br, d)
+				got := tree(u.name, d)
+				if !sameBalances(got, want.Balances) {
+					t.Fatalf("scope %d %s %q: tree %v, BalanceSheet %v", scope, u.name, d, got, want.Balances)
+				}
+				if !want.Total.Equal(got["1000"].Add(got["1100"]).Add(got["1200"]).Add(got["2000"]).Add(got["2200"]).Add(got["3100"]).Add(got["3200"])) {
+					t.Fatalf("Total %s", want.Total)
+				}
+			}
+		}
+	}
+	// The company is the sum of its branches; branches and dates differ.
+	for _, d := range dates {
+		c, a, b := s.BalanceSheet(0, d), s.BalanceSheet(2, d), s.BalanceSheet(5, d)
+		for code, v := range c.Balances {
+			if !v.Equal(a.Balances[code].Add(b.Balances[code])) {
+				t.Fatalf("%s %s: company %s != %s + %s", d, code, v, a.Balances[code], b.Balances[code])
+			}
+		}
+		if sameBalances(a.Balances, b.Balances) {
+			t.Fatalf("%s: branches hold the same tree", d)
+		}
+	}
+	for i := 1; i < len(dates)-2; i++ {
+		if i != 3 && sameBalances(s.BalanceSheet(2, dates[i-1]).Balances, s.BalanceSheet(2, dates[i]).Balances) {
+			t.Errorf("%s and %s hold the same tree", dates[i-1], dates[i])
+		}
+	}
+	if !sameBalances(s.BalanceSheet(2, "").Balances, s.BalanceSheet(2, "2026-05-15").Balances) ||
+		!sameBalances(s.BalanceSheet(2, "2030-01-01").Balances, s.BalanceSheet(2, "").Balances) {
+		t.Error("today's tree is not the tree of every posting")
+	}
+
+	// A late closing entry into a past month (cash against retained
+	// earnings) changes the trees of its date and later only.
+	s.SetListScope(ScopeBranch)
+	before := map[string]map[string]decimal.Decimal{}
+	for _, d := range dates {
+		before["alice"+d], before["bob"+d] = tree("alice", d), tree("bob", d)
+	}
+	amount := decimal.RequireFromString("123.45")
+	s.PostLateEntry(2, "2025-03-10", "1000", amount)
+	s.PostLateEntry(2, "2025-03-10", "3200", amount)
+	for _, d := range dates {
+		after := tree("alice", d)
+		if !sameBalances(tree("bob", d), before["bob"+d]) {
+			t.Errorf("%q: the late entry of branch 2 moved branch 5", d)
+		}
+		if d != "" && d < "2025-03-10" {
+			if !sameBalances(after, before["alice"+d]) {
+				t.Errorf("%s: tree changed by a later entry", d)
+			}
+			continue
+		}
+		for code, v := range before["alice"+d] {
+			want := v
+			if slices.Contains([]string{"1000", "11", "1", "3200", "3"}, code) {
+				want = v.Add(amount)
+			}
+			if !after[code].Equal(want) {
+				t.Errorf("%q: %s is %s, want %s", d, code, after[code], want)
+			}
+		}
+	}
+
+	// Money as strings, and a malformed date.
+	s.SetMoneyAsString(true)
+	if r := get(t, srv, "/accounts/api/balance-sheet-tree/?date_to=2025-01-31", toks["bob"]); !bytes.Contains(r.body, []byte(`"balance":"`)) ||
+		!sameBalances(treeBalances(t, r.body), s.BalanceSheet(5, "2025-01-31").Balances) {
+		t.Errorf("money as string: %s", r.body)
+	}
+	if r := get(t, srv, "/accounts/api/balance-sheet-tree/?date_to=2025-1-31", toks["bob"]); r.status != 400 || string(r.body) != `{"ok":false,"error":"invalid date_to"}` {
+		t.Errorf("bad date: %d %s", r.status, r.body)
+	}
+	// Another company's token sees a tree of zeros.
+	for code, v := range tree("mallory", "") {
+		if !v.IsZero() {
+			t.Errorf("mallory sees %s = %s", code, v)
+		}
+	}
+}
+
+func TestBalanceSheetIgnoresDate(t *testing.T) {
+	t.Parallel()
+	for _, history := range []bool{false, true} {
+		s, srv := newSim(t, Options{BalanceSheetHistory: history, Now: fixedClock(time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC))})
+		tok := login(t, srv)
+		today := s.BalanceSheet(0, "")
+		old := s.BalanceSheet(0, "2024-08-31")
+		if history == sameBalances(today.Balances, old.Balances) {
+			t.Fatalf("history %v: old tree same as today's: %v", history, sameBalances(today.Balances, old.Balances))
+		}
+		if r := get(t, srv, "/accounts/api/balance-sheet-tree/?date_to=2024-08-31", tok); !sameBalances(treeBalances(t, r.body), old.Balances) {
+			t.Fatalf("history %v: dated tree %s", history, r.body)
+		}
+		s.SetBalanceSheetIgnoresDate(true)
+		if got := s.BalanceSheet(0, "2024-08-31"); !sameBalances(got.Balances, today.Balances) {
+			t.Fatalf("history %v: BalanceSheet still reads the date", history)
+		}
+		for _, d := range []string{"2024-08-31", "2025-06-30", "", "not-a-date"} {
+			r := get(t, srv, "/accounts/api/balance-sheet-tree/?date_to="+url.QueryEscape(d), tok)
+			if r.status != 200 || !sameBalances(treeBalances(t, r.body), today.Balances) {
+				t.Errorf("history %v, date %q: %d %s", history, d, r.status, r.body)
+			}
+		}
+		s.SetBalanceSheetIgnoresDate(false)
+		if r := get(t, srv, "/accounts/api/balance-sheet-tree/?date_to=2024-08-31", tok); !sameBalances(treeBalances(t, r.body), old.Balances) {
+			t.Errorf("history %v: dates not read again", history)
+		}
+	}
+}
+
+// ---- list cut, drift beyond lists, load -------------------------------------------
+
+func TestListCut(t *testing.T) {
+	t.Parallel()
+	const cb = "/accounts/api/cashboxes/"
+	s, srv := newSim(t, Options{Invoices: 12})
+	tok := login(t, srv)
+	var whole struct{ Data []json.RawMessage }
+	if err := json.Unmarshal(get(t, srv, cb, tok).body, &whole); err != nil || len(whole.Data) != 4 {
+		t.Fatal(err)
+	}
+	firstTwo := string(whole.Data[0]) + "," + string(whole.Data[1])
+	tests := []struct {
+		env    Envelope
+		paging ListPaging
+		want   string
+	}{
+		{EnvelopeData, ListPagingNone, `{"ok":true,"data":[` + firstTwo + `]}`},
+		{EnvelopeArray, ListPagingNone, `[` + firstTwo + `]`},
+		{EnvelopeResults, ListPagingNone, `{"ok":true,"data":[` + firstTwo + `]}`},
+		{EnvelopeDataTables, ListPagingNone, `{"ok":true,"data":[` + firstTwo + `]}`},
+		{EnvelopeData, ListPagingCursor, `{"ok":true,"data":[` + firstTwo + `]}`},
+		{EnvelopeArray, ListPagingDRF, `[` + firstTwo + `]`},
+		{EnvelopeData, ListPagingDataTables, `{"ok":true,"data":[` + firstTwo + `]}`},
+		{EnvelopeData, ListPagingUnfollowable, `{"ok":true,"data":[` + firstTwo + `]}`},
+	}
+	s.SetListCut(cb, 2)
+	for _, tc := range tests {
+		s.SetListEnvelope(tc.env)
+		s.SetListPaging(tc.paging, 1)
+		for _, q := range []string{"", "?page_size=3", "?page=2", "?start=1&length=3"} {
+			if r := get(t, srv, cb+q, tok); r.status != 200 || string(r.body) != tc.want {
+				t.Errorf("%s/%s%s: %d %s", tc.env, tc.paging, q, r.status, r.body)
+			}
+		}
+	}
+	s.SetListEnvelope(EnvelopeData)
+	s.SetListPaging(ListPagingNone, 0)
+
+	// The invoice list and the journal entries: the first records, no paging signal.
+	s.SetListCut(invoiceListPath, 3)
+	s.SetListCut("/accounts/api/journal-entries/", 4)
+	for path, n := range map[string]int{invoiceListPath + "?page_size=2": 3, "/accounts/api/journal-entries/?length=2": 4} {
+		m := decode(t, get(t, srv, path, tok).body)
+		if len(m) != 2 || m["ok"] != true || len(m["data"].([]any)) != n {
+			t.Errorf("%s: %v", path, m)
+		}
+	}
+	if ids := listIDs(t, get(t, srv, invoiceListPath, tok).body); !slices.Equal(ids, []string{"1001", "1002", "1003"}) {
+		t.Errorf("cut invoices %v", ids)
+	}
+
+	// Other overrides keep their precedence.
+	s.SetRouteStatus(cb, 403)
+	if r := get(t, srv, cb, tok); r.status != 403 {
+		t.Errorf("status override: %d", r.status)
+	}
+	s.SetRouteStatus(cb, 0)
+	s.SetEmptyList(cb, true)
+	if r := get(t, srv, cb, tok); string(r.body) != `{"ok":true,"data":[]}` {
+		t.Errorf("empty: %s", r.body)
+	}
+	s.SetEmptyList(cb, false)
+	s.SetUnknownEnvelope(cb, true)
+	if r := get(t, srv, cb, tok); string(r.body) != `{"items":[`+firstTwo+`]}` {
+		t.Errorf("unknown envelope: %s", r.body)
+	}
+	s.SetUnknownEnvelope(cb, false)
+	s.SetFieldDrift(cb, map[string]json.RawMessage{"zone": json.RawMessage(`1`)}, nil)
+	if r := get(t, srv, cb, tok); len(listIDs(t, r.body)) != 2 || bytes.Count(r.body, []byte(`"zone":1`)) != 2 {
+		t.Errorf("drift: %s", r.body)
+	}
+	s.SetFieldDrift(cb, nil, nil)
+	// Cleared, the whole list again.
+	s.SetListCut(cb, 0)
+	s.SetListCut(invoiceListPath, 0)
+	if r := get(t, srv, cb, tok); len(listIDs(t, r.body)) != 4 {
+		t.Errorf("not cleared: %s", r.body)
+	}
+	if m := decode(t, get(t, srv, invoiceListPath+"?page_size=5", tok).body); m["pagination"] == nil {
+		t.Error("invoice cut not cleared")
+	}
+}
+
+func TestDriftBeyondLists(t *testing.T) {
+	t.Parallel()
+	s, srv := newSim(t, Options{})
+	tok := login(t, srv)
+	const pattern = "/accounts/api/journal-entries/{pk}/journal-preview/"
+	je := func(i int) string {
+		return "/accounts/api/journal-entries/" + documentID("JE", i, false) + "/journal-preview/"
+	}
+	const pv = "/accounts/api/payment-vouchers/PV-000003/journal-preview/"
+	plainPV := get(t, srv, pv, tok).body
+	lines := func(path string) []map[string]json.RawMessage {
+		t.Helper()
+		var e struct {
+			Data struct{ Lines []map[string]json.RawMessage }
+		}
+		if err := json.Unmarshal(get(t, srv, path, tok).body, &e); err != nil || len(e.Data.Lines) < 2 {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return e.Data.Lines
+	}
+	// Rename account_name to account_label, and drop memo-less lines' credit.
+	s.SetFieldDrift(pattern, map[string]json.RawMessage{"account_label": json.RawMessage(`"x"`)}, []string{"account_name", "credit"})
+	for _, i := range []int{0, 7, 29} {
+		for _, l := range lines(je(i)) {
+			if _, ok := l["account_name"]; ok || string(l["account_label"]) != `"x"` || l["credit"] != nil || l["debit"] == nil {
+				t.Errorf("%s: line %v", je(i), l)
+			}
+		}
+	}
+	if got := get(t, srv, pv, tok).body; !bytes.Equal(got, plainPV) {
+		t.Errorf("payment voucher preview drifted: %s", got)
+	}
+	// One document's own drift wins over the pattern's.
+	s.SetFieldDrift(je(4), map[string]json.RawMessage{"only": json.RawMessage(`1`)}, nil)
+	if l := lines(je(4))[0]; string(l["only"]) != "1" || l["account_name"] == nil {
+		t.Errorf("own drift: %v", l)
+	}
+	if l := lines(je(5))[0]; l["only"] != nil || l["account_label"] == nil {
+		t.Errorf("neighbour: %v", l)
+	}
+	s.SetFieldDrift(je(4), nil, nil)
+	s.SetFieldDrift(pattern, nil, nil)
+	if l := lines(je(5))[0]; l["account_label"] != nil || l["account_name"] == nil {
+		t.Errorf("not cleared: %v", l)
+	}
+
+	// Every node of the balance-sheet tree, at every depth.
+	const tree = "/accounts/api/balance-sheet-tree/"
+	plain := get(t, srv, tree, tok).body
+	s.SetFieldDrift(tree, map[string]json.RawMessage{"amount": json.RawMessage(`0`)}, []string{"balance"})
+	var e struct{ Data []json.RawMessage }
+	if err := json.Unmarshal(get(t, srv, tree, tok).body, &e); err != nil {
+		t.Fatal(err)
+	}
+	nodes := 0
+	var check func(raw json.RawMessage)
+	check = func(raw json.RawMessage) {
+		var n map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &n); err != nil {
+			t.Fatal(err)
+		}
+		nodes++
+		if n["balance"] != nil || string(n["amount"]) != "0" || n["code"] == nil {
+			t.Errorf("node %s", raw)
+		}
+		var kids []json.RawMessage
+		if err := json.Unmarshal(n["children"], &kids); err != nil {
+			t.Fatalf("children of %s", raw)
+		}
+		for _, k := range kids {
+			check(k)
+		}
+	}
+	for _, n := range e.Data {
+		check(n)
+	}
+	if nodes != 12 {
+		t.Errorf("%d nodes", nodes)
+	}
+	s.SetFieldDrift(tree, nil, nil)
+	if got := get(t, srv, tree, tok).body; !bytes.Equal(got, plain) {
+		t.Errorf("tree drift not cleared: %s", got)
+	}
+}
+
+func TestMaxInFlight(t *testing.T) {
+	t.Parallel()
+	s, srv := newSim(t, Options{})
+	tok := login(t, srv)
+	for range 3 {
+		get(t, srv, "/accounts/api/cashboxes/", tok)
+	}
+	if n := s.MaxInFlight(); n != 1 {
+		t.Fatalf("one request at a time: MaxInFlight %d", n)
+	}
+	s.SetLatency(400 * time.Millisecond)
+	s.ResetMaxInFlight()
+	if n := s.MaxInFlight(); n != 0 {
+		t.Fatalf("after reset: %d", n)
+	}
+	const n = 7
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var err error
+			if i%3 == 0 { // logins count too
+				_, err = do(t, nil, "POST", srv.URL+"/api/auth/token/", "", `{"username":"erpsync","password":"erpsync-demo-password"}`)
+			} else {
+				_, err = do(t, nil, "GET", srv.URL+"/accounts/api/payment-vouchers/", "Bearer "+tok, "")
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := s.MaxInFlight(); got != n {
+		t.Fatalf("%d concurrent slow requests: MaxInFlight %d", n, got)
+	}
+	s.ResetMaxInFlight()
+	if got := s.MaxInFlight(); got != 0 {
+		t.Fatalf("nothing in flight after reset: %d", got)
+	}
+}
+
+// The new knobs turned while users read: no race, every answer well formed.
+func TestConcurrentUsersAndKnobs(t *testing.T) {
+	t.Parallel()
+	s, srv := newSim(t, Options{Users: branchUsers, Invoices: 200, BalanceSheetHistory: true})
+	toks := loginAll(t, srv)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 5 {
+				switch i % 4 {
+				case 0:
+					s.SetListScope(ListScope(j % 2))
+					s.SetRecordLabels(RecordLabels(j % 3))
+					s.PreEncodeInvoicePages(20)
+				case 1:
+					s.PostLateEntry(5, "2025-01-01", "2000", decimal.New(int64(j), 0))
+					_ = s.BalanceSheet(0, "2025-06-30")
+					s.SetListCut("/accounts/api/cashboxes/", j%3)
+				default:
+					tok := toks[branchUsers[(i+j)%len(branchUsers)].Username]
+					for _, p := range []string{"/sales/api/invoices/list/?page_size=20", "/accounts/api/cashboxes/", "/accounts/api/balance-sheet-tree/?date_to=2025-03-31", "/accounts/api/journal-entries/JE-000002/journal-preview/"} {
+						r, err := do(t, nil, "GET", srv.URL+p, "Bearer "+tok, "")
+						if err != nil || (r.status != 200 && r.status != 404) || !json.Valid(r.body) {
+							t.Errorf("%s: %v %d %s", p, err, r.status, r.body)
+						}
+					}
+					_ = s.InvoicesOfBranch(2)
+					_ = s.MaxInFlight()
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -31,7 +31,7 @@ type FleetOptions struct {
 // request log (paths recorded without the prefix) and knobs; DRF next links
 // carry the prefix. Tenants share the strings that repeat across them
 // (invoice numbers, dates, customer names): 200 tenants of 3000 invoices
-// take about 115 MiB, nearly all of it the Invoice values themselves.
+// take about 125 MiB, nearly all of it the Invoice values themselves.
 type Fleet struct {
 	names   []string
 	tenants map[string]*Sim

@@ -136,7 +136,7 @@ func (s *Sim) SetHostileInvoices(on bool) {
 // switch changed; it shares s.invoices when there is nothing to mix in.
 // Caller holds s.mu.
 func (s *Sim) relist() {
-	s.pre = nil
+	s.pre, s.views = nil, nil
 	if !s.hostileInvoices {
 		s.listed = s.invoices
 		return

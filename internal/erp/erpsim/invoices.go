@@ -18,9 +18,108 @@ import (
 // one route that benchmarks push millions of records through.
 
 type preEncoded struct {
-	gen   uint64
-	money bool
-	pages [][]byte // subslices of a few large chunks
+	gen    uint64
+	money  bool
+	labels RecordLabels
+	pages  [][]byte // subslices of a few large chunks
+}
+
+// preKey names a set of pre-encoded pages: page size and the view paged.
+type preKey struct {
+	ps   int
+	view listView
+}
+
+// invoiceView is the part of the served invoice list that one view holds:
+// all of it, or the records at idx, in list order. Indices, not copies, so
+// that a million invoices split over branches cost 4 bytes each.
+type invoiceView struct {
+	all   []Invoice
+	idx   []int32
+	whole bool // every record of all, idx unused
+}
+
+func (v invoiceView) len() int {
+	if v.whole {
+		return len(v.all)
+	}
+	return len(v.idx)
+}
+
+func (v invoiceView) at(i int) *Invoice {
+	if v.whole {
+		return &v.all[i]
+	}
+	return &v.all[v.idx[i]]
+}
+
+// invoiceView returns the view's part of the served list, computed once
+// per list. Caller holds s.mu.
+func (s *Sim) invoiceView(lv listView) invoiceView {
+	if v, ok := s.views[lv]; ok {
+		return v
+	}
+	v := invoiceView{all: s.listed, whole: true}
+	for i := range s.listed {
+		if !lv.holds(s.invoiceOwner(&s.listed[i])) {
+			v.whole = false
+			break
+		}
+	}
+	if !v.whole {
+		for i := range s.listed {
+			if lv.holds(s.invoiceOwner(&s.listed[i])) {
+				v.idx = append(v.idx, int32(i))
+			}
+		}
+	}
+	if s.views == nil {
+		s.views = map[listView]invoiceView{}
+	}
+	s.views[lv] = v
+	return v
+}
+
+// invoiceOwner is the company and branch an invoice belongs to for
+// scoping: zero fields are Options', a null branch (-1) is the first
+// branch.
+func (s *Sim) invoiceOwner(v *Invoice) (company, branch int) {
+	company, branch = v.CompanyID, v.BranchID
+	if company == 0 {
+		company = s.opts.CompanyID
+	}
+	switch {
+	case branch == 0:
+		branch = s.opts.BranchID
+	case branch < 0:
+		branch = s.branches[0]
+	}
+	return company, branch
+}
+
+// labeller writes the label fields of an invoice, with Options' company and
+// branch for zero fields.
+type labeller struct {
+	mode            RecordLabels
+	company, branch int
+}
+
+func (s *Sim) labeller(mode RecordLabels) labeller {
+	return labeller{mode: mode, company: s.opts.CompanyID, branch: s.opts.BranchID}
+}
+
+func (l labeller) append(b []byte, v *Invoice) []byte {
+	if l.mode == LabelsNone {
+		return b
+	}
+	company, branch := v.CompanyID, v.BranchID
+	if company == 0 {
+		company = l.company
+	}
+	if branch == 0 {
+		branch = l.branch
+	}
+	return appendLabels(b, l.mode, company, branch, false)
 }
 
 // invoiceListPath is the route of the invoice list.
@@ -35,8 +134,10 @@ func (s *Sim) serveInvoices(w http.ResponseWriter, r *http.Request) {
 	n, ok := intParam(q, "page_size")
 	ps := s.pageSize(n, ok)
 	o := s.override(r.URL.Path)
+	ln := s.lensOf(r)
 
 	s.mu.Lock()
+	lb := s.labeller(ln.labels)
 	off := 0
 	if q.Has("cursor") {
 		g, c, ok := s.parseCursor(q.Get("cursor"))
@@ -47,37 +148,45 @@ func (s *Sim) serveInvoices(w http.ResponseWriter, r *http.Request) {
 		}
 		off = c
 	}
-	inv := s.listed
+	inv := s.invoiceView(ln.view)
 	if o.empty {
-		inv = nil
+		inv = invoiceView{whole: true}
 	}
 	if o.unknownEnvelope {
-		page := inv[min(off, len(inv)):min(off+ps, len(inv))]
-		body := appendInvoices(append([]byte(nil), `{"items":[`...), page, s.money, o.drift)
+		start := min(off, inv.len())
+		body := appendInvoices(append([]byte(nil), `{"items":[`...), inv, start, min(start+ps, inv.len()), s.money, lb, o.drift)
 		s.mu.Unlock()
 		writeBytes(w, http.StatusOK, append(body, "]}"...))
 		return
 	}
-	if pe := s.pre[ps]; pe != nil && o.isZero() && pe.gen == s.gen && pe.money == s.money && off%ps == 0 && off/ps < len(pe.pages) {
+	if o.cut > 0 {
+		// A default page size applied without a word: the first records, no
+		// pagination object, whatever the request asked.
+		body := appendInvoices(append([]byte(nil), `{"ok":true,"data":[`...), inv, 0, min(o.cut, inv.len()), s.money, lb, o.drift)
+		s.mu.Unlock()
+		writeBytes(w, http.StatusOK, append(body, "]}"...))
+		return
+	}
+	if pe := s.pre[preKey{ps, ln.view}]; pe != nil && o.isZero() && pe.gen == s.gen && pe.money == s.money && pe.labels == ln.labels && off%ps == 0 && off/ps < len(pe.pages) {
 		body := pe.pages[off/ps]
 		s.mu.Unlock()
 		writeBytes(w, http.StatusOK, body)
 		return
 	}
-	body := s.appendInvoicePage(make([]byte, 0, 256*min(ps, max(len(inv)-off, 1))+128), inv, off, ps, s.gen, s.money, o.drift)
+	body := s.appendInvoicePage(make([]byte, 0, 256*min(ps, max(inv.len()-off, 1))+128), inv, off, ps, s.gen, s.money, lb, o.drift)
 	s.mu.Unlock()
 	writeBytes(w, http.StatusOK, body)
 }
 
 // appendInvoicePage encodes the page of inv starting at off. Caller holds
 // s.mu.
-func (s *Sim) appendInvoicePage(b []byte, inv []Invoice, off, ps int, gen uint64, money bool, d *fieldDrift) []byte {
-	start := min(off, len(inv))
-	end := min(start+ps, len(inv))
+func (s *Sim) appendInvoicePage(b []byte, inv invoiceView, off, ps int, gen uint64, money bool, lb labeller, d *fieldDrift) []byte {
+	start := min(off, inv.len())
+	end := min(start+ps, inv.len())
 	b = append(b, `{"ok":true,"data":[`...)
-	b = appendInvoices(b, inv[start:end], money, d)
+	b = appendInvoices(b, inv, start, end, money, lb, d)
 	b = append(b, `],"pagination":{"has_next":`...)
-	if end < len(inv) {
+	if end < inv.len() {
 		b = append(b, `true,"next_cursor":"`...)
 		b = append(b, s.cursor(gen, end)...)
 		b = append(b, `"}}`...)
@@ -87,25 +196,27 @@ func (s *Sim) appendInvoicePage(b []byte, inv []Invoice, off, ps int, gen uint64
 	return b
 }
 
-// appendInvoices encodes inv separated by commas, drifting each record when
-// d is set.
-func appendInvoices(b []byte, inv []Invoice, money bool, d *fieldDrift) []byte {
+// appendInvoices encodes the records start..end of inv separated by commas,
+// drifting each record when d is set.
+func appendInvoices(b []byte, inv invoiceView, start, end int, money bool, lb labeller, d *fieldDrift) []byte {
 	var scratch []byte
-	for i := range inv {
-		if i > 0 {
+	for i := start; i < end; i++ {
+		if i > start {
 			b = append(b, ',')
 		}
 		if d == nil {
-			b = appendInvoice(b, &inv[i], money)
+			b = appendInvoice(b, inv.at(i), money, lb)
 			continue
 		}
-		scratch = appendInvoice(scratch[:0], &inv[i], money)
+		scratch = appendInvoice(scratch[:0], inv.at(i), money, lb)
 		b = d.apply(b, scratch)
 	}
 	return b
 }
 
-func appendInvoice(b []byte, v *Invoice, money bool) []byte {
+// appendInvoice encodes one invoice; a record with Raw set is written as it
+// is, without labels.
+func appendInvoice(b []byte, v *Invoice, money bool, lb labeller) []byte {
 	if v.Raw != nil {
 		return append(b, v.Raw...)
 	}
@@ -133,6 +244,7 @@ func appendInvoice(b []byte, v *Invoice, money bool) []byte {
 		b = append(b, v.Date...) // dates are plain ASCII
 		b = append(b, `T10:00:00Z"`...)
 	}
+	b = lb.append(b, v)
 	return append(b, '}')
 }
 
@@ -184,18 +296,31 @@ func (s *Sim) parseCursor(c string) (gen uint64, off int, ok bool) {
 
 // PreEncodeInvoicePages encodes every invoice page of that page size once
 // (page size normalised like the page_size parameter; cursor chain of the
-// generation at call time). Later requests with that effective page size and
-// a matching cursor are served from these bytes, as long as the invoices,
-// the cursor generation and the money format are unchanged and the route
-// has no override (SetEmptyList, SetFieldDrift, ...).
+// generation at call time), for the list of every user (and of the plugin
+// credentials) under the scope in force. Later requests with that effective
+// page size and a matching cursor are served from these bytes, as long as
+// the invoices, the cursor generation, the money format and the record
+// labels are unchanged, the request's view is one encoded, and the route has
+// no override (SetEmptyList, SetFieldDrift, SetListCut, ...).
 func (s *Sim) PreEncodeInvoicePages(pageSize int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := s.pageSize(pageSize, true)
-	n := len(s.listed)
-	pe := &preEncoded{gen: s.gen, money: s.money, pages: make([][]byte, max((n+ps-1)/ps, 1))}
+	if s.pre == nil {
+		s.pre = map[preKey]*preEncoded{}
+	}
+	for _, v := range s.viewsInUse() {
+		s.pre[preKey{ps, v}] = s.preEncode(s.invoiceView(v), ps)
+	}
+}
+
+// preEncode encodes every page of inv. Caller holds s.mu.
+func (s *Sim) preEncode(inv invoiceView, ps int) *preEncoded {
+	n := inv.len()
+	lb := s.labeller(s.labels)
+	pe := &preEncoded{gen: s.gen, money: s.money, labels: s.labels, pages: make([][]byte, max((n+ps-1)/ps, 1))}
 	// Pages are encoded in parallel into large chunks (no regrowth copies;
-	// at most one page of slack per chunk). Readers of s.listed only.
+	// at most one page of slack per chunk). Readers of the list only.
 	workers := min(runtime.GOMAXPROCS(0), max(len(pe.pages)/64, 1))
 	per := (len(pe.pages) + workers - 1) / workers
 	var wg sync.WaitGroup
@@ -213,7 +338,7 @@ func (s *Sim) PreEncodeInvoicePages(pageSize int) {
 					chunk = make([]byte, 0, max(chunkSize, 2*est))
 				}
 				start := len(chunk)
-				page := s.appendInvoicePage(chunk[start:start], s.listed, p*ps, ps, pe.gen, pe.money, nil)
+				page := s.appendInvoicePage(chunk[start:start], inv, p*ps, ps, pe.gen, pe.money, lb, nil)
 				if len(page) <= cap(chunk)-start {
 					chunk = chunk[:start+len(page)]
 				}
@@ -223,10 +348,7 @@ func (s *Sim) PreEncodeInvoicePages(pageSize int) {
 		})
 	}
 	wg.Wait()
-	if s.pre == nil {
-		s.pre = map[int]*preEncoded{}
-	}
-	s.pre[ps] = pe
+	return pe
 }
 
 // ---- money and strings ---------------------------------------------------------

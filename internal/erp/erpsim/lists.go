@@ -86,22 +86,35 @@ const (
 	layoutOneList    layout = iota // the paging mode, else the envelope, in force
 	layoutDataTables               // always DataTables, paged by start/length
 	layoutData                     // always {"ok":true,"data":[...]}, whole
+	layoutTree                     // as layoutData, records are tree nodes (drift reaches every depth)
 )
 
 // serveRecords answers a list route: the route's overrides first (empty,
-// field drift, unknown envelope), then its layout. recs are encoded records.
+// cut, field drift, unknown envelope), then its layout. recs are encoded
+// records.
 func (s *Sim) serveRecords(w http.ResponseWriter, r *http.Request, recs []json.RawMessage, lay layout) {
 	o := s.override(r.URL.Path)
 	if o.empty {
 		recs = []json.RawMessage{}
 	}
+	if o.cut > 0 {
+		recs = recs[:min(o.cut, len(recs))]
+	}
 	if o.drift != nil {
 		for i := range recs {
-			recs[i] = o.drift.apply(nil, recs[i])
+			if lay == layoutTree {
+				recs[i] = o.drift.applyTree(nil, recs[i])
+			} else {
+				recs[i] = o.drift.apply(nil, recs[i])
+			}
 		}
 	}
 	if o.unknownEnvelope {
 		writeValue(w, http.StatusOK, map[string]any{"items": recs})
+		return
+	}
+	if o.cut > 0 {
+		s.writeCut(w, recs, lay)
 		return
 	}
 	switch lay {
@@ -115,6 +128,21 @@ func (s *Sim) serveRecords(w http.ResponseWriter, r *http.Request, recs []json.R
 		s.mu.Unlock()
 		s.writePaged(w, r, recs, env, mode, ps)
 	}
+}
+
+// writeCut writes a list cut at a default page size without a word of it:
+// a bare array for a one-list route under EnvelopeArray, else
+// {"ok":true,"data":[...]}. No count, next link, has_next or recordsTotal,
+// whatever the paging mode or envelope in force.
+func (s *Sim) writeCut(w http.ResponseWriter, recs []json.RawMessage, lay layout) {
+	s.mu.Lock()
+	env := s.env
+	s.mu.Unlock()
+	if lay == layoutOneList && env == EnvelopeArray {
+		writeValue(w, http.StatusOK, recs)
+		return
+	}
+	writeValue(w, http.StatusOK, okData{OK: true, Data: recs})
 }
 
 // writePaged writes a one-list route in paging mode, or in envelope env when

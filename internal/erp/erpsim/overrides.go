@@ -24,10 +24,11 @@ type routeOverride struct {
 	huge            hugeAnswer
 	unknownEnvelope bool
 	drift           *fieldDrift
+	cut             int
 }
 
 func (o routeOverride) isZero() bool {
-	return o.status == 0 && !o.empty && o.huge.size == 0 && !o.unknownEnvelope && o.drift == nil
+	return o.status == 0 && !o.empty && o.huge.size == 0 && !o.unknownEnvelope && o.drift == nil && o.cut == 0
 }
 
 // setOverride edits the override of path under the lock.
@@ -76,8 +77,14 @@ func (s *Sim) SetUnknownEnvelope(path string, on bool) {
 // SetFieldDrift makes every record of the list route at path gain the fields
 // of add (values are raw JSON; a field the record has is replaced in place,
 // new ones are appended in name order) and lose the fields named in remove,
-// as an installation on another release does. Invoices drift too; their
-// pre-encoded pages are then bypassed. Nil add and remove clear the drift.
+// as an installation on another release does; renaming a field is a remove
+// and an add. Invoices drift too; their pre-encoded pages are then bypassed.
+// Beyond lists: for a journal-preview route pattern
+// ("/accounts/api/journal-entries/{pk}/journal-preview/", likewise for
+// payment and receipt vouchers) every line of every preview of that kind
+// drifts, for one document's preview path only its lines (that path's drift
+// wins over the pattern's); for "/accounts/api/balance-sheet-tree/" every
+// node of the tree, at every depth. Nil add and remove clear the drift.
 func (s *Sim) SetFieldDrift(path string, add map[string]json.RawMessage, remove []string) {
 	var d *fieldDrift
 	if len(add) > 0 || len(remove) > 0 {
@@ -87,6 +94,19 @@ func (s *Sim) SetFieldDrift(path string, add map[string]json.RawMessage, remove 
 		}
 	}
 	s.setOverride(path, func(o *routeOverride) { o.drift = d })
+}
+
+// SetListCut makes the list route at path answer only its first n records
+// (after scoping) and no paging signal at all, as an ERP that applies a
+// default page size without saying so: a one-list route answers a bare
+// array under EnvelopeArray and {"ok":true,"data":[...]} otherwise, whatever
+// the paging mode; other list routes, the invoice list included, answer
+// {"ok":true,"data":[...]}. Other overrides of the route keep their
+// precedence (a status or huge answer wins, an empty list stays empty, an
+// unknown envelope holds the cut records, drift applies to them). 0 clears
+// it.
+func (s *Sim) SetListCut(path string, n int) {
+	s.setOverride(path, func(o *routeOverride) { o.cut = max(n, 0) })
 }
 
 // SetHugeAnswer makes the route at path answer 200 with a valid
@@ -143,6 +163,34 @@ type fieldDrift struct {
 // are copied byte for byte, so exact money and hostile bytes survive. A
 // record that is not an object is appended unchanged.
 func (d *fieldDrift) apply(dst, rec []byte) []byte {
+	return d.rewrite(dst, rec, false)
+}
+
+// applyTree is apply for a tree node: the nodes in its "children" array
+// drift too, at every depth (unless the drift removes or replaces the
+// children themselves).
+func (d *fieldDrift) applyTree(dst, rec []byte) []byte {
+	return d.rewrite(dst, rec, true)
+}
+
+// rewriteChildren appends the array v with every node drifted; v unchanged
+// if it is not an array.
+func (d *fieldDrift) rewriteChildren(dst, v []byte) []byte {
+	var kids []json.RawMessage
+	if json.Unmarshal(v, &kids) != nil || kids == nil {
+		return append(dst, v...)
+	}
+	dst = append(dst, '[')
+	for i, k := range kids {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = d.rewrite(dst, k, true)
+	}
+	return append(dst, ']')
+}
+
+func (d *fieldDrift) rewrite(dst, rec []byte, deep bool) []byte {
 	dec := json.NewDecoder(bytes.NewReader(rec))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return append(dst, rec...)
@@ -170,6 +218,8 @@ func (d *fieldDrift) apply(dst, rec []byte) []byte {
 		}
 		if a, ok := d.add[k]; ok {
 			v, replaced[k] = a, true
+		} else if deep && k == "children" {
+			v = d.rewriteChildren(nil, v)
 		}
 		field(k, v)
 	}

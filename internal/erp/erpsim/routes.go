@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"path"
 	"strconv"
-	"time"
 )
 
 // authRoutes serves /api/auth/*. Every route is matched exactly ({$}); a
@@ -32,19 +31,20 @@ func (s *Sim) dataRoutes() *http.ServeMux {
 	mux := http.NewServeMux()
 	get := func(p string, h http.HandlerFunc) { mux.HandleFunc("GET "+p+"{$}", h) }
 	oneList := func(p string, pick func(*fixtures) any) { get(p, s.serveList(pick, layoutOneList)) }
-	preview := func(p string, pick func(*fixtures) map[string][]journalLine) { get(p, s.servePreview(pick)) }
+	// A preview is named by its pattern too, for a drift of all documents of its kind.
+	preview := func(p string, pick func(*fixtures) map[string][]journalLine) { get(p, s.servePreview(p, pick)) }
 
 	get(invoiceListPath, s.serveInvoices)
 	get("/accounts/api/currencies/", s.serveCurrencies)
-	oneList("/accounts/api/cashboxes/", func(fx *fixtures) any { return fx.cashboxes })
+	get("/accounts/api/cashboxes/", serveOwned(s, func(fx *fixtures) []cashbox { return fx.cashboxes }, layoutOneList, true))
 	get("/accounts/api/cashboxes/{id}/access/", s.serveAccess)
-	get("/accounts/api/cashboxes/lookup/", s.serveList(func(fx *fixtures) any { return cashboxLookup(fx.cashboxes) }, layoutData))
-	oneList("/accounts/api/cashbox-reconciliations/", func(fx *fixtures) any { return fx.recons })
-	get("/accounts/api/journal-entries/", s.serveList(func(fx *fixtures) any { return fx.journals }, layoutDataTables))
+	get("/accounts/api/cashboxes/lookup/", s.serveLookup)
+	get("/accounts/api/cashbox-reconciliations/", serveOwned(s, func(fx *fixtures) []reconciliation { return fx.recons }, layoutOneList, false))
+	get("/accounts/api/journal-entries/", serveOwned(s, func(fx *fixtures) []journalEntry { return fx.journals }, layoutDataTables, false))
 	preview("/accounts/api/journal-entries/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.journalLines })
-	oneList("/accounts/api/payment-vouchers/", func(fx *fixtures) any { return fx.payments })
+	get("/accounts/api/payment-vouchers/", serveOwned(s, func(fx *fixtures) []voucher { return fx.payments }, layoutOneList, false))
 	preview("/accounts/api/payment-vouchers/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.paymentLines })
-	oneList("/accounts/api/receipt-vouchers/", func(fx *fixtures) any { return fx.receipts })
+	get("/accounts/api/receipt-vouchers/", serveOwned(s, func(fx *fixtures) []voucher { return fx.receipts }, layoutOneList, false))
 	preview("/accounts/api/receipt-vouchers/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.receiptLines })
 	get("/accounts/api/balance-sheet-tree/", s.serveBalanceSheet)
 
@@ -79,9 +79,13 @@ func serveRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 func (s *Sim) fixtures() *fixtures {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := fixtureKind{moneyAsString: s.money, hostile: s.hostileDetails}
+	return s.fixturesOf(fixtureKind{moneyAsString: s.money, hostile: s.hostileDetails})
+}
+
+// fixturesOf returns the fixture set of kind k. Caller holds s.mu.
+func (s *Sim) fixturesOf(k fixtureKind) *fixtures {
 	if s.fx[k.index()] == nil {
-		s.fx[k.index()] = buildFixtures(s.opts.Seed, s.opts.BranchID, s.opts.SlashIDs, k)
+		s.fx[k.index()] = buildFixtures(s.opts.Seed, s.branches, s.opts.SlashIDs, k)
 	}
 	return s.fx[k.index()]
 }
@@ -112,42 +116,68 @@ func (s *Sim) object(pick func(*fixtures) any) http.HandlerFunc {
 	}
 }
 
+// serveLookup serves the cashbox picker: the cashboxes the request's view
+// holds.
+func (s *Sim) serveLookup(w http.ResponseWriter, r *http.Request) {
+	boxes := visible(s, s.fixtures().cashboxes, s.lensOf(r).view)
+	s.serveItems(w, r, cashboxLookup(boxes), layoutData)
+}
+
+// serveAccess serves a cashbox's access list, which follows its cashbox: it
+// answers 404 where the cashbox is not in the request's view.
 func (s *Sim) serveAccess(w http.ResponseWriter, r *http.Request) {
+	fx := s.fixtures()
 	id, err := strconv.Atoi(r.PathValue("id"))
-	grants, ok := s.fixtures().access[id]
-	if err != nil || !ok {
+	grants, ok := fx.access[id]
+	branch, _ := fx.cashboxBranch(id)
+	if err != nil || !ok || !s.sees(r, branch) {
 		notFound(w)
 		return
 	}
 	s.serveItems(w, r, grants, layoutData)
 }
 
-// servePreview serves the journal preview of one document. The id comes
-// unescaped from PathValue, so JE%2F2026%2F1 finds "JE/2026/1".
-func (s *Sim) servePreview(pick func(*fixtures) map[string][]journalLine) http.HandlerFunc {
+// servePreview serves the journal preview of one document, which follows
+// its document: it answers 404 where the document is not in the request's
+// view. The id comes unescaped from PathValue, so JE%2F2026%2F1 finds
+// "JE/2026/1". Its lines drift as SetFieldDrift says for the document's own
+// path or, failing that, for the route pattern.
+func (s *Sim) servePreview(pattern string, pick func(*fixtures) map[string][]journalLine) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		fx, pk := s.fixtures(), r.PathValue("pk")
-		if pk != "" && pk == fx.brokenPreview {
+		seen := s.sees(r, fx.docBranch[pk])
+		if pk != "" && pk == fx.brokenPreview && seen {
 			writeJSON(w, http.StatusOK, malformedPreview)
 			return
 		}
 		lines, ok := pick(fx)[pk]
-		if !ok {
+		if !ok || !seen {
 			notFound(w)
 			return
 		}
-		writeValue(w, http.StatusOK, okData{OK: true, Data: journalPreview{Lines: lines}})
+		d := s.override(r.URL.Path).drift
+		if d == nil {
+			d = s.override(pattern).drift
+		}
+		if d == nil {
+			writeValue(w, http.StatusOK, okData{OK: true, Data: journalPreview{Lines: lines}})
+			return
+		}
+		recs, err := encodeEach(lines)
+		if err != nil {
+			serverError(w, err)
+			return
+		}
+		for i := range recs {
+			recs[i] = d.apply(nil, recs[i])
+		}
+		writeValue(w, http.StatusOK, okData{OK: true, Data: driftedPreview{Lines: recs}})
 	}
 }
 
-func (s *Sim) serveBalanceSheet(w http.ResponseWriter, r *http.Request) {
-	if d := r.URL.Query().Get("date_to"); d != "" {
-		if _, err := time.Parse(time.DateOnly, d); err != nil {
-			writeJSON(w, http.StatusBadRequest, `{"ok":false,"error":"invalid date_to"}`)
-			return
-		}
-	}
-	s.serveItems(w, r, s.fixtures().balanceSheet, layoutData)
+// driftedPreview is a journal preview whose lines drifted.
+type driftedPreview struct {
+	Lines []json.RawMessage `json:"lines"`
 }
 
 func (s *Sim) serveCurrencies(w http.ResponseWriter, r *http.Request) {
