@@ -7,6 +7,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // cmdCheck tries everything a run needs and says exactly what is wrong.
@@ -47,26 +48,28 @@ func cmdCheck(e *env) error {
 	}
 
 	for _, src := range cfg.Sources {
-		what := fmt.Sprintf("source %s (%s)", src.Name, src.BaseURL)
-		client, err := newClient(src, log, nil, func(o *erp.Options) {
+		t, err := targetOf(src, log, nil, func(o *erp.Options) {
 			o.MaxAttempts, o.MaxWaits, o.BackoffMax = 2, 2, time.Second
 		})
 		if err != nil {
-			fail(what, err)
+			fail(fmt.Sprintf("source %s (%s)", src.Name, src.BaseURL), err)
 			continue
 		}
-		cctx, ccancel := context.WithTimeout(ctx, 2*time.Minute)
-		id, err := client.Identity(cctx)
-		if err == nil {
-			_, err = client.Me(cctx)
+		for i, l := range t.Logins {
+			what := fmt.Sprintf("source %s (%s), login %s", src.Name, src.BaseURL, l.Name)
+			cctx, ccancel := context.WithTimeout(ctx, 2*time.Minute)
+			id, err := l.Client.Identity(cctx)
+			if err == nil {
+				_, err = l.Client.Me(cctx)
+			}
+			if err != nil {
+				fail(what, err)
+			} else {
+				fmt.Fprintf(e.stdout, "ok    %s: logged in (%s auth), /api/auth/me/ answers company %s, branch %s\n", what, src.Logins[i].Auth, id.CompanyID, id.BranchID)
+			}
+			ccancel()
 		}
-		if err != nil {
-			fail(what, err)
-		} else {
-			fmt.Fprintf(e.stdout, "ok    %s: logged in (%s auth), /api/auth/me/ answers company %s, branch %s\n", what, src.Auth, id.CompanyID, id.BranchID)
-		}
-		_ = client.Close(cctx)
-		ccancel()
+		sync.RevokeTokens([]sync.Target{t}, cfg.Shutdown.Revoke, log)
 	}
 	if problems > 0 {
 		return fmt.Errorf("%d problem(s) found", problems)

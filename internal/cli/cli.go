@@ -186,8 +186,7 @@ func (e *env) positional() []string { return e.args }
 
 // loadConfig reads the configuration; needERP requires a usable source.
 func (e *env) loadConfig(file string, needERP bool) (config.Config, error) {
-	return config.Load(e.environ, config.Options{ConfigFile: file, KnownStreams: e.catalog.Names(),
-		HistoryStreams: e.historyStreams(), NeedERP: needERP})
+	return config.Load(e.environ, config.Options{ConfigFile: file, Streams: specs(e.catalog), NeedERP: needERP})
 }
 
 // signalContext returns a context cancelled on SIGINT/SIGTERM.
@@ -195,74 +194,97 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// openDB opens a pool of at most maxConns connections, with erpsync's
-// session limits, and brings the schema up to date (or refuses to work on
-// one that is behind when auto-migrate is off).
-func openDB(ctx context.Context, cfg config.Config, maxConns int, log *slog.Logger) (*pgxpool.Pool, error) {
-	pool, err := openPool(ctx, cfg, maxConns)
+// openPools opens the pools of a process that runs at most runs runs at
+// once (db.OpenPools), with erpsync's session limits, and brings the
+// schema up to date (or refuses to work on one that is behind when
+// auto-migrate is off).
+func openPools(ctx context.Context, cfg config.Config, runs int, log *slog.Logger) (*db.Pools, error) {
+	if err := cfg.RequireDatabase(); err != nil {
+		return nil, err
+	}
+	pools, err := db.OpenPools(ctx, cfg.DatabaseURL.Value(), runs, dbLimits(cfg))
 	if err != nil {
 		return nil, err
 	}
-	if err := db.EnsureSchema(ctx, pool, cfg.AutoMigrate, cfg.MigrateDatabaseURL.Value(), log); err != nil {
-		pool.Close()
+	if err := db.EnsureSchema(ctx, pools.Service, cfg.AutoMigrate, cfg.MigrateDatabaseURL.Value(), log); err != nil {
+		pools.Close()
 		return nil, err
 	}
-	return pool, nil
+	return pools, nil
 }
 
 // openPool opens a pool of at most maxConns connections with erpsync's
-// session limits.
+// session limits, for the commands that only read.
 func openPool(ctx context.Context, cfg config.Config, maxConns int) (*pgxpool.Pool, error) {
 	if err := cfg.RequireDatabase(); err != nil {
 		return nil, err
 	}
+	return db.Open(ctx, cfg.DatabaseURL.Value(), db.WithMaxConns(maxConns), dbLimits(cfg))
+}
+
+func dbLimits(cfg config.Config) db.Option {
 	d := cfg.Database
-	return db.Open(ctx, cfg.DatabaseURL.Value(), db.WithMaxConns(maxConns),
-		db.WithLimits(d.LockTimeout, d.StatementTimeout, d.IdleInTxTimeout))
+	return db.WithLimits(d.LockTimeout, d.StatementTimeout, d.IdleInTxTimeout)
 }
 
-// newClient builds the ERP client of a source; tweak adjusts the options
-// for a command (check wants answers fast, not retries).
-func newClient(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...func(*erp.Options)) (*erp.Client, error) {
-	opt := erp.Options{
-		BaseURL:      src.BaseURL,
-		Auth:         src.Auth,
-		Username:     src.Username,
-		Password:     src.Password.Value(),
-		PluginScheme: src.PluginScheme,
-		ClientID:     src.ClientID,
-		ClientSecret: src.ClientSecret.Value(),
-		Timeout:      src.Timeout,
-		Observer:     obs,
-		Logger:       log.With("source", src.Name),
-		MaxResponse:  src.MaxResponse,
-		Hints:        erp.Hints{Credentials: src.CredentialKeys(), MaxResponse: src.Keys.MaxResponse},
-	}
-	for _, t := range tweak {
-		t(&opt)
-	}
-	return erp.New(opt)
-}
-
-// target is a source as its runs see it.
-func target(src config.Source, client *erp.Client) sync.Target {
-	history := map[string]bool{}
+// targetOf builds a source as its runs see it: a client per login, the
+// logins sharing the source's request budget. obs, if not nil, observes
+// the clients (and the budget, when it can); tweak adjusts the options for
+// a command (check wants answers fast, not retries).
+func targetOf(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...func(*erp.Options)) (sync.Target, error) {
+	bobs, _ := obs.(erp.BudgetObserver)
+	budget := erp.NewBudget(src.MaxConcurrentRequests, src.MaxRequestsPerSecond, bobs)
+	t := sync.Target{Source: src.Name, PageSize: src.PageSize,
+		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, History: map[string]bool{}, Settings: map[string]map[string]string{}}
 	for _, st := range src.Streams {
 		if st.History != nil {
-			history[st.Name] = *st.History
+			t.History[st.Name] = *st.History
 		}
+		t.Settings[st.Name] = st.Settings
 	}
-	return sync.Target{Source: src.Name, Client: client, PageSize: src.PageSize,
-		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, History: history}
+	for _, l := range src.Logins {
+		llog := log.With("source", src.Name)
+		if len(src.Logins) > 1 {
+			llog = llog.With("login", l.Name())
+		}
+		opt := erp.Options{
+			BaseURL:      src.BaseURL,
+			Auth:         l.Auth,
+			Username:     l.Username,
+			Password:     l.Password.Value(),
+			PluginScheme: l.PluginScheme,
+			ClientID:     l.ClientID,
+			ClientSecret: l.ClientSecret.Value(),
+			Timeout:      src.Timeout,
+			Observer:     obs,
+			Logger:       llog,
+			MaxResponse:  src.MaxResponse,
+			Budget:       budget,
+			Hints:        erp.Hints{Credentials: l.CredentialKeys(), MaxResponse: src.Keys.MaxResponse},
+		}
+		for _, tw := range tweak {
+			tw(&opt)
+		}
+		c, err := erp.New(opt)
+		if err != nil {
+			return sync.Target{}, fmt.Errorf("source %s: %w", src.Name, err)
+		}
+		t.Logins = append(t.Logins, sync.Login{Name: l.Name(), Client: c})
+	}
+	return t, nil
 }
 
-// historyStreams are the streams that have a history table.
-func (e *env) historyStreams() []string {
-	var out []string
-	for _, n := range e.catalog.Names() {
-		if s, _ := e.catalog.Lookup(n); sync.HistoryOf(s) != sync.NoHistory {
-			out = append(out, n)
+// specs is the catalog as configuration sees it.
+func specs(c *sync.Catalog) []config.StreamSpec {
+	var out []config.StreamSpec
+	for _, n := range c.Names() {
+		s, _ := c.Lookup(n)
+		info := s.Info()
+		sp := config.StreamSpec{Name: n, Schedule: info.Schedule, Core: info.Core, History: info.History != sync.NoHistory}
+		for _, set := range info.Settings {
+			sp.Settings = append(sp.Settings, config.SettingSpec{Key: set.Key, Default: set.Default, Check: set.Check})
 		}
+		out = append(out, sp)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/erpsync/erpsync/internal/sync/streams"
 	"io/fs"
 	"log/slog"
 	"net/http/httptest"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -471,15 +471,15 @@ func TestStatusJSONAfterSync(t *testing.T) {
 		}
 	}
 	slices.Sort(streams)
-	want := slices.Sorted(slices.Values(config.CoreStreams))
+	want := slices.Sorted(slices.Values(coreStreams))
 	if !slices.Equal(streams, want) {
 		t.Errorf("status --json streams = %v, want one entry per core stream %v", streams, want)
 	}
 
 	// The table form says the same.
 	r = runMain(t, env, "status")
-	if r.code != exitOK || strings.Count(r.stdout, "succeeded") != len(config.CoreStreams) {
-		t.Errorf("status: exit %d, want 0 and %d lines with succeeded\n%s", r.code, len(config.CoreStreams), r)
+	if r.code != exitOK || strings.Count(r.stdout, "succeeded") != len(coreStreams) {
+		t.Errorf("status: exit %d, want 0 and %d lines with succeeded\n%s", r.code, len(coreStreams), r)
 	}
 }
 
@@ -543,18 +543,21 @@ func TestMigrateTwice(t *testing.T) {
 func TestProgressLineClearedBeforeLog(t *testing.T) {
 	var out bytes.Buffer
 	term := &terminal{w: &out, tty: true}
-	progress := progressPrinter(term, "default", "invoices")
-	progress(model.RunStats{Pages: 100, Seen: 20000})
+	progress := progressPrinter(term, "default", "invoices", true)
+	progress("sync-riyadh", model.RunStats{Pages: 100, Seen: 20000})
 	log := slog.New(slog.NewTextHandler(term, nil))
 	log.Info("sync finished")
 	got := out.String()
+	if !strings.Contains(got, "default/invoices (sync-riyadh): 100 pages, 20000 rows") {
+		t.Errorf("the progress line does not name the source, stream and login: %q", got)
+	}
 	i, j := strings.Index(got, "20000 rows"), strings.Index(got, "msg=\"sync finished\"")
 	if i < 0 || j < 0 || !strings.Contains(got[i:j], "\r\033[K") {
 		t.Errorf("the progress line is not cleared before the log line: %q", got)
 	}
 	// Off a terminal there is no progress line at all.
 	out.Reset()
-	if p := progressPrinter(&terminal{w: &out}, "default", "invoices"); p != nil {
+	if p := progressPrinter(&terminal{w: &out}, "default", "invoices", false); p != nil {
 		t.Error("a progress printer off a terminal")
 	}
 }
@@ -597,3 +600,7 @@ INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_
 		t.Errorf("cashboxes warning %q", got["cashboxes"])
 	}
 }
+
+// coreStreams are the streams a source enables when its configuration
+// names none.
+var coreStreams = streams.MustDefault().Core()

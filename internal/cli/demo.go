@@ -37,8 +37,9 @@ func cmdDemo(e *env) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
-	ctx, stop, cancel := gracefulContext(cfg.Shutdown.Grace, log)
+	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log)
 	defer cancel()
+	ctx, stop := stopper.Context(), stopper.Draining()
 
 	if cfg.DatabaseURL == "" {
 		u, err := createDemoDatabase(ctx, e.getenv("ERPSYNC_DEMO_ADMIN_URL"), "erpsync_demo")
@@ -59,20 +60,22 @@ func cmdDemo(e *env) error {
 	defer func() { simStop(); <-simDone }()
 
 	cfg.Sources = []config.Source{{
-		Name: "demo", BaseURL: "http://" + ln.Addr().String(), Auth: "token",
-		Username: "erpsync", Password: "erpsync-demo-password",
-		PageSize: 500, Timeout: 30 * time.Second,
-		Streams: streamConfigs(config.CoreStreams),
+		Name: "demo", BaseURL: "http://" + ln.Addr().String(),
+		Logins:   []config.Login{{Auth: "token", Username: "erpsync", Password: "erpsync-demo-password"}},
+		PageSize: 500, Timeout: 30 * time.Second, MaxConcurrentRequests: config.DefaultMaxConcurrentRequests,
+		Streams: e.coreStreams(),
 	}}
-	pool, err := openDB(ctx, cfg, 2, log)
+	pools, err := openPools(ctx, cfg, 1, log)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer pools.Close()
+	pool := pools.Service
+	runner := &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: log, Prefetch: 1}
 
 	fmt.Fprintf(e.stdout, "erpsync demo: simulated ERP at %s with %d invoices\n\n", cfg.Sources[0].BaseURL, *invoices)
 	fmt.Fprintln(e.stdout, "first sync:")
-	if err := e.syncOnce(ctx, stop, &sync.Runner{Pool: pool, Log: log, Prefetch: 1}, cfg, nil); err != nil {
+	if err := e.syncOnce(ctx, stop, runner, cfg, nil); err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {
@@ -95,7 +98,7 @@ func cmdDemo(e *env) error {
 	sim.SetCurrencyRate("EUR", "0.925000")
 	fmt.Fprintf(e.stdout, "\nthe ERP changed: invoice %s now totals 123456789012345678.123456, invoice %s is gone, one is new, EUR moved to 0.925000\n", changed, removed)
 	fmt.Fprintln(e.stdout, "second sync:")
-	if err := e.syncOnce(ctx, stop, &sync.Runner{Pool: pool, Log: log, Prefetch: 1}, cfg, nil); err != nil {
+	if err := e.syncOnce(ctx, stop, runner, cfg, nil); err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {
@@ -172,10 +175,13 @@ func createDemoDatabase(ctx context.Context, admin, name string) (string, error)
 	return u.String(), nil
 }
 
-func streamConfigs(names []string) []config.StreamConfig {
-	out := make([]config.StreamConfig, len(names))
-	for i, n := range names {
-		out[i] = config.StreamConfig{Name: n, Schedule: config.DefaultSchedule(n)}
+// coreStreams are the catalog's core streams with their defaults.
+func (e *env) coreStreams() []config.StreamConfig {
+	var out []config.StreamConfig
+	for _, sp := range specs(e.catalog) {
+		if sp.Core {
+			out = append(out, config.StreamConfig{Name: sp.Name, Schedule: sp.Schedule})
+		}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
@@ -43,30 +44,39 @@ func cmdProbe(e *env) error {
 			return err
 		}
 		// Answers fast rather than retrying for minutes.
-		client, err := newClient(src, log, nil, func(o *erp.Options) {
+		t, err := targetOf(src, log, nil, func(o *erp.Options) {
 			o.MaxAttempts, o.MaxWaits, o.BackoffMax, o.MaxRetryAfter = 2, 2, time.Second, 30*time.Second
 		})
 		if err != nil {
 			return err
 		}
-		t := target(src, client)
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Minute)
-		if _, err := client.Identity(pctx); err != nil {
-			// Without a login no route can be read: one line says why.
-			rep := sync.ProbeReport{Stream: "(login)", Route: "/api/auth/token/"}
-			rep.Failed(err)
-			lines = append(lines, probeLine{Source: src.Name, ProbeReport: rep})
-		} else {
+		var reports []sync.ProbeReport
+		for _, l := range t.Logins {
+			id, err := l.Client.Identity(pctx)
+			if err != nil {
+				// Without a login no route can be read: one line says why.
+				rep := sync.ProbeReport{Stream: "(login)", Login: l.Name, Route: "POST /api/auth/token/"}
+				rep.Failed(err)
+				reports = append(reports, rep)
+				continue
+			}
+			p := &sync.Probe{Target: t, Login: l, Scope: model.Scope{Source: src.Name, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}}
 			for _, s := range streams {
-				rep := sync.ProbeReport{Stream: s.Name(), Problem: "this stream cannot be probed"}
-				if p, ok := s.(sync.Prober); ok {
-					rep = p.Probe(pctx, t)
+				rep := p.Report(s, "")
+				rep.Problem = "this stream cannot be probed"
+				if pr, ok := s.(sync.Prober); ok {
+					rep = pr.Probe(pctx, p)
 				}
-				lines = append(lines, probeLine{Source: src.Name, ProbeReport: rep, Usable: rep.Usable()})
+				reports = append(reports, rep)
 			}
 		}
-		_ = client.Close(pctx)
+		sync.ListScopes(reports)
+		for _, rep := range reports {
+			lines = append(lines, probeLine{Source: src.Name, ProbeReport: rep, Usable: rep.Usable()})
+		}
 		pcancel()
+		sync.RevokeTokens([]sync.Target{t}, cfg.Shutdown.Revoke, log)
 	}
 	if *asJSON {
 		if err := e.writeJSON(lines); err != nil {
@@ -89,7 +99,7 @@ func cmdProbe(e *env) error {
 
 func printProbe(w io.Writer, lines []probeLine) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tSTREAM\tROUTE\tSTATUS\tENVELOPE\tPAGING\tRECORDS\tWITH ID\tMONEY\tFIELDS\tVERDICT")
+	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN (COMPANY/BRANCH)\tROUTE\tSTATUS\tCONTRACT\tPAGING\tRECORDS\tWITH ID\tOWN LABELS\tLISTS\tMONEY\tFIELDS\tVERDICT")
 	for _, l := range lines {
 		verdict := "usable"
 		if !l.Usable {
@@ -97,15 +107,38 @@ func printProbe(w io.Writer, lines []probeLine) {
 		} else if l.Rejected > 0 {
 			verdict = fmt.Sprintf("usable; %d would be rejected: %s", l.Rejected, l.RejectedReason)
 		}
+		for _, w := range l.Warnings {
+			verdict += "; warning: " + w
+		}
 		status := "-"
 		if l.Status != 0 {
 			status = fmt.Sprint(l.Status)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", l.Source, l.Stream, l.Route, status,
-			dash(l.Envelope), dash(strings.Join(l.Paging, " ")), l.Records, l.WithID, dash(moneySummary(l.Money)),
-			dash(fieldSummary(l.Missing, l.Unexpected)), oneLine(verdict, 120))
+		login := l.Login
+		if l.CompanyID != "" || l.BranchID != "" {
+			login += " (" + l.CompanyID + "/" + l.BranchID + ")"
+		}
+		paging := strings.TrimSpace(l.Envelope + " " + strings.Join(l.Paging, " "))
+		labels := "-"
+		if l.Records > 0 {
+			labels = fmt.Sprintf("%d of %d", l.Labelled, l.Records)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", l.Source, l.Stream, dash(login), l.Route, status,
+			l.Contract, dash(paging), l.Records, l.WithID, labels, listScope(l.ListScope), dash(moneySummary(l.Money)),
+			dash(fieldSummary(l.Missing, l.Unexpected)), oneLine(verdict, 160))
 	}
 	tw.Flush()
+}
+
+// listScope says in words what ListScopes decided.
+func listScope(s string) string {
+	switch s {
+	case "branch":
+		return "branch-scoped"
+	case "company":
+		return "company-wide"
+	}
+	return "-"
 }
 
 func moneySummary(ms []sync.MoneyProbe) string {

@@ -34,11 +34,11 @@ func cmdRun(e *env) error {
 	m := metrics.New()
 	targets := map[string]sync.Target{}
 	for _, src := range cfg.Sources {
-		c, err := newClient(src, log, m.ERP(src.Name))
+		t, err := targetOf(src, log, m.ERP(src.Name))
 		if err != nil {
 			return err
 		}
-		targets[src.Name] = target(src, c)
+		targets[src.Name] = t
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

@@ -63,11 +63,10 @@ func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
 			}
 		}
 		var notes []string
-		limit := model.OverdueFactor * interval
-		if s.LastRunStatus == model.StatusRunning && s.LastRunStarted != nil && interval > 0 && now.Sub(*s.LastRunStarted) > limit {
+		if s.LastRunStatus == model.StatusRunning && s.LastRunStarted != nil && model.Overdue(now.Sub(*s.LastRunStarted), interval) {
 			notes = append(notes, fmt.Sprintf("running for %s, more than %dx its schedule", now.Sub(*s.LastRunStarted).Round(time.Second), model.OverdueFactor))
 		}
-		if s.FreshnessSecs != nil && interval > 0 && time.Duration(*s.FreshnessSecs*float64(time.Second)) > limit {
+		if s.FreshnessSecs != nil && model.Overdue(time.Duration(*s.FreshnessSecs*float64(time.Second)), interval) {
 			notes = append(notes, fmt.Sprintf("data %s old, more than %dx its schedule", (time.Duration(*s.FreshnessSecs)*time.Second).Round(time.Second), model.OverdueFactor))
 		}
 		if s.HeldDeletions > 0 {

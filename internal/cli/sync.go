@@ -73,21 +73,22 @@ func cmdSync(e *env) error {
 		}
 	}
 	log := newLogger(cfg, e.term)
-	ctx, stop, cancel := gracefulContext(cfg.Shutdown.Grace, log)
+	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log)
 	defer cancel()
-	// Streams run one after the other: one connection for the run, one
-	// to record its outcome if the first is lost.
-	pool, err := openDB(ctx, cfg, 2, log)
+	ctx := stopper.Context()
+	// Streams run one after the other: one run at a time.
+	pools, err := openPools(ctx, cfg, 1, log)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	runner := &sync.Runner{Pool: pool, Log: log, Prefetch: *prefetch, ConfirmDeletions: *confirm}
-	return e.syncOnce(ctx, stop, runner, cfg, e.positional())
+	defer pools.Close()
+	runner := &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: log, Prefetch: *prefetch, ConfirmDeletions: *confirm}
+	return e.syncOnce(ctx, stopper.Draining(), runner, cfg, e.positional())
 }
 
 // syncOnce runs the named (or enabled) streams of every source one after
-// the other; a failing stream does not stop the others.
+// the other, each through every login of its source; a failing stream
+// does not stop the others.
 func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, cfg config.Config, names []string) error {
 	term, log := e.term, runner.Log
 	failed, skipped := 0, 0
@@ -100,7 +101,7 @@ func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.R
 			skipped += len(streams)
 			continue
 		}
-		client, err := newClient(src, log, nil)
+		t, err := targetOf(src, log, nil)
 		if err != nil {
 			return err
 		}
@@ -111,20 +112,18 @@ func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.R
 				skipped++
 				continue
 			}
-			res := runner.Run(ctx, stop, target(src, client), s, progressPrinter(term, src.Name, s.Name()))
+			results := runner.Run(ctx, stop, t, s, progressPrinter(term, src.Name, s.Name(), len(t.Logins) > 1))
 			term.clear()
-			switch {
-			case errors.Is(res.Err, sync.ErrBusy):
-				fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Name())
-			case res.Err != nil && res.Status != model.StatusCancelled:
-				failed++
+			for _, res := range results {
+				switch {
+				case errors.Is(res.Err, sync.ErrBusy):
+					fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Name())
+				case res.Err != nil && res.Status != model.StatusCancelled:
+					failed++
+				}
 			}
 		}
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Shutdown.Revoke)
-		if err := client.Close(rctx); err != nil {
-			log.Warn("could not revoke the ERP token", "source", src.Name, "err", err)
-		}
-		rcancel()
+		sync.RevokeTokens([]sync.Target{t}, cfg.Shutdown.Revoke, log)
 	}
 	if skipped > 0 {
 		log.Info("stopped: streams not started", "streams", skipped)
@@ -145,46 +144,50 @@ func stopRequested(stop <-chan struct{}) bool {
 }
 
 // progressPrinter shows live progress on a terminal and nothing otherwise
-// (the runner logs one summary line per stream either way).
-func progressPrinter(term *terminal, source, stream string) func(model.RunStats) {
+// (the runner logs one summary line per stream either way); withLogin
+// names the login (a source with several).
+func progressPrinter(term *terminal, source, stream string, withLogin bool) func(string, model.RunStats) {
 	if !term.tty {
 		return nil
 	}
 	start := time.Now()
-	return func(s model.RunStats) {
+	return func(login string, s model.RunStats) {
+		who := source + "/" + stream
+		if withLogin {
+			who += " (" + login + ")"
+		}
 		rowsPerSec := float64(s.Seen) / max(time.Since(start).Seconds(), 0.001)
-		term.progress(fmt.Sprintf("%s/%s: %d pages, %d rows, %.0f rows/s", source, stream, s.Pages, s.Seen, rowsPerSec))
+		term.progress(fmt.Sprintf("%s: %d pages, %d rows, %.0f rows/s", who, s.Pages, s.Seen, rowsPerSec))
 	}
 }
 
-// gracefulContext: the first SIGINT/SIGTERM closes stop (finish the page
-// in flight), the grace period or a second signal cancels ctx.
-func gracefulContext(grace time.Duration, log *slog.Logger) (context.Context, <-chan struct{}, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
+// stopOnSignals returns a stopper of the command's runs: the first SIGINT
+// or SIGTERM drains it (the page in flight commits, nothing new starts),
+// the grace period or a second signal aborts it. cancel releases the
+// signals and aborts.
+func stopOnSignals(grace time.Duration, log *slog.Logger) (stopper *sync.Stopper, cancel func()) {
+	stopper = sync.NewStopper(context.Background())
 	sigCtx, sigCancel := signalContext()
-	stop := make(chan struct{})
 	go func() {
 		select {
 		case <-sigCtx.Done():
-		case <-ctx.Done():
+		case <-stopper.Context().Done():
 			sigCancel()
 			return
 		}
 		sigCancel()
 		log.Info("stopping: letting the page in flight commit", "grace", grace)
-		close(stop)
+		stopper.Drain()
 		again, againCancel := signalContext()
 		defer againCancel()
-		t := time.NewTimer(grace)
-		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-time.After(grace):
 			log.Warn("grace period over: aborting")
 		case <-again.Done():
 			log.Warn("second signal: aborting")
-		case <-ctx.Done():
+		case <-stopper.Context().Done():
 		}
-		cancel()
+		stopper.Abort()
 	}()
-	return ctx, stop, cancel
+	return stopper, stopper.Abort
 }

@@ -53,7 +53,7 @@ func cmdVerify(e *env) error {
 	var reports []sync.VerifyReport
 	for _, src := range cfg.Sources {
 		streams, _ := e.streamsFor(src, e.positional())
-		client, err := newClient(src, log, nil)
+		t, err := targetOf(src, log, nil)
 		if err != nil {
 			return err
 		}
@@ -64,9 +64,9 @@ func cmdVerify(e *env) error {
 			return err
 		}
 		conn := pc.Hijack()
-		reps, err := sync.Verify(ctx, conn, target(src, client), streams, sync.VerifyOptions{Sample: *sample, LockWait: *lockWait})
+		reps, err := sync.Verify(ctx, conn, t, streams, sync.VerifyOptions{Sample: *sample, LockWait: *lockWait})
 		conn.Close(ctx)
-		_ = client.Close(ctx)
+		sync.RevokeTokens([]sync.Target{t}, cfg.Shutdown.Revoke, log)
 		if err != nil {
 			return fmt.Errorf("source %s: %w", src.Name, err)
 		}

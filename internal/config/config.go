@@ -24,9 +24,6 @@ import (
 	"github.com/erpsync/erpsync/internal/erp"
 )
 
-// CoreStreams are enabled when neither the file nor ERPSYNC_STREAMS names any.
-var CoreStreams = []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"}
-
 // Error is a configuration problem; the CLI exits 2 on it.
 type Error struct{ Msg string }
 
@@ -118,42 +115,70 @@ func ShutdownWithGrace(grace time.Duration) Shutdown {
 	return ShutdownWithin(grace + shutdownAbort + shutdownRevoke + shutdownHTTP)
 }
 
-// Source is one ERP installation.
+// Source is one ERP installation: one base URL, read through one or more
+// logins, each in the company and branch context its token carries.
 type Source struct {
-	Name         string
-	BaseURL      string
+	Name    string
+	BaseURL string
+	Logins  []Login
+	// PageSize is the number of records asked for per page.
+	PageSize int
+	Timeout  time.Duration // per HTTP request
+	// MaxResponse bounds one ERP answer, in bytes.
+	MaxResponse int64
+	// MessagingPrefix is where the installation serves its messaging
+	// channel ("/messaging" unless it says otherwise).
+	MessagingPrefix string
+	// MaxConcurrentRequests bounds the requests one process has in flight
+	// to the installation, across its streams and logins: the ERP is
+	// shared with the people who work in it.
+	MaxConcurrentRequests int
+	// MaxRequestsPerSecond, when positive, spaces those requests.
+	MaxRequestsPerSecond float64
+	Streams              []StreamConfig
+	// Keys names the settings of the source, for messages that tell the
+	// operator what to check.
+	Keys SourceKeys
+}
+
+// SourceKeys are the names, as the operator wrote them (an environment
+// variable or a key of the config file), of a source's settings.
+type SourceKeys struct {
+	MaxResponse string
+}
+
+// Login is one user (or extension client) of an installation.
+type Login struct {
 	Auth         string // token | plugin
 	Username     string
 	Password     Secret
 	PluginScheme string
 	ClientID     string
 	ClientSecret Secret
-	PageSize     int
-	Timeout      time.Duration // per HTTP request
-	// MaxResponse bounds one ERP answer, in bytes.
-	MaxResponse int64
-	// MessagingPrefix is where the installation serves its messaging
-	// channel ("/messaging" unless it says otherwise).
-	MessagingPrefix string
-	Streams         []StreamConfig
-	// Keys names the settings the credentials came from, for messages
-	// that tell the operator what to check.
-	Keys SourceKeys
+	// Keys names the settings the credentials came from.
+	Keys LoginKeys
 }
 
-// SourceKeys are the names, as the operator wrote them (an environment
-// variable or a key of the config file), of a source's credentials.
-type SourceKeys struct {
+// LoginKeys are the names, as the operator wrote them, of a login's
+// credentials.
+type LoginKeys struct {
 	Username, Password, ClientID, ClientSecret string
-	MaxResponse                                string
 }
 
-// CredentialKeys says which settings hold the source's credentials.
-func (s Source) CredentialKeys() string {
-	if s.Auth == "plugin" {
-		return s.Keys.ClientID + " and " + s.Keys.ClientSecret
+// Name is what the login is known by: its username, or its client id.
+func (l Login) Name() string {
+	if l.Auth == "plugin" {
+		return l.ClientID
 	}
-	return s.Keys.Username + " and " + s.Keys.Password
+	return l.Username
+}
+
+// CredentialKeys says which settings hold the login's credentials.
+func (l Login) CredentialKeys() string {
+	if l.Auth == "plugin" {
+		return l.Keys.ClientID + " and " + l.Keys.ClientSecret
+	}
+	return l.Keys.Username + " and " + l.Keys.Password
 }
 
 // StreamConfig is one enabled stream of a source.
@@ -161,8 +186,11 @@ type StreamConfig struct {
 	Name     string
 	Schedule string
 	// History says whether the stream keeps the versions its rows
-	// replace; nil leaves it to the stream (on for the finance streams).
+	// replace; nil leaves it to the stream.
 	History *bool
+	// Settings are the stream's own settings (StreamSpec.Settings), every
+	// one filled in: configured or default.
+	Settings map[string]string
 }
 
 // Stream returns the enabled stream by name.
@@ -172,6 +200,27 @@ func (s Source) Stream(name string) (StreamConfig, bool) {
 		return StreamConfig{}, false
 	}
 	return s.Streams[i], true
+}
+
+// StreamSpec is what configuration needs to know of a stream: the
+// catalog of streams is handed to Load as a list of these, so that
+// nothing here names a stream.
+type StreamSpec struct {
+	Name     string
+	Schedule string // default schedule
+	// Core: enabled when neither the file nor ERPSYNC_STREAMS names any.
+	Core bool
+	// History: the stream has a history table, so it can keep history.
+	History  bool
+	Settings []SettingSpec
+}
+
+// SettingSpec is a setting of a stream's own (a balance sheet's months):
+// a key of streams.<name> in the file.
+type SettingSpec struct {
+	Key, Default string
+	// Check refuses a value, saying why; nil accepts any.
+	Check func(string) error
 }
 
 // file is the YAML shape (configs/erpsync.example.yaml documents it).
@@ -195,36 +244,51 @@ type file struct {
 }
 
 type fileSource struct {
-	Name             string                `yaml:"name"`
-	BaseURL          string                `yaml:"base_url"`
-	Auth             string                `yaml:"auth"`
-	Username         string                `yaml:"username"`
-	PasswordFile     string                `yaml:"password_file"`
-	PasswordEnv      string                `yaml:"password_env"`
-	PluginScheme     string                `yaml:"plugin_scheme"`
-	ClientID         string                `yaml:"client_id"`
-	ClientSecretFile string                `yaml:"client_secret_file"`
-	ClientSecretEnv  string                `yaml:"client_secret_env"`
-	PageSize         int                   `yaml:"page_size"`
-	Timeout          string                `yaml:"timeout"`
-	MaxResponse      string                `yaml:"max_response"`
-	MessagingPrefix  string                `yaml:"messaging_prefix"`
-	Streams          map[string]fileStream `yaml:"streams"`
+	Name                  string                       `yaml:"name"`
+	BaseURL               string                       `yaml:"base_url"`
+	Logins                []fileLogin                  `yaml:"logins"`
+	PageSize              int                          `yaml:"page_size"`
+	Timeout               string                       `yaml:"timeout"`
+	MaxResponse           string                       `yaml:"max_response"`
+	MessagingPrefix       string                       `yaml:"messaging_prefix"`
+	MaxConcurrentRequests int                          `yaml:"max_concurrent_requests"`
+	MaxRequestsPerSecond  float64                      `yaml:"max_requests_per_second"`
+	Streams               map[string]map[string]string `yaml:"streams"`
+	// The single-login keys: one login, written on the source itself.
+	fileLogin `yaml:",inline"`
 }
 
-type fileStream struct {
-	Schedule string `yaml:"schedule"`
-	History  *bool  `yaml:"history"`
+// fileLogin is a login as the file writes it.
+type fileLogin struct {
+	Auth             string `yaml:"auth"`
+	Username         string `yaml:"username"`
+	PasswordFile     string `yaml:"password_file"`
+	PasswordEnv      string `yaml:"password_env"`
+	PluginScheme     string `yaml:"plugin_scheme"`
+	ClientID         string `yaml:"client_id"`
+	ClientSecretFile string `yaml:"client_secret_file"`
+	ClientSecretEnv  string `yaml:"client_secret_env"`
+}
+
+// set lists the keys the login sets, as the file names them.
+func (l fileLogin) set() []string {
+	var out []string
+	for _, kv := range [][2]string{{"auth", l.Auth}, {"username", l.Username}, {"password_file", l.PasswordFile},
+		{"password_env", l.PasswordEnv}, {"plugin_scheme", l.PluginScheme}, {"client_id", l.ClientID},
+		{"client_secret_file", l.ClientSecretFile}, {"client_secret_env", l.ClientSecretEnv}} {
+		if kv[1] != "" {
+			out = append(out, kv[0])
+		}
+	}
+	return out
 }
 
 // Options are what the command line adds on top of the environment.
 type Options struct {
 	ConfigFile string
-	// KnownStreams validates stream names; nil accepts any name.
-	KnownStreams []string
-	// HistoryStreams are the streams that can keep history; nil accepts
-	// any.
-	HistoryStreams []string
+	// Streams is the catalog: the streams a source may enable, with their
+	// defaults and settings. Names outside it are refused.
+	Streams []StreamSpec
 	// NeedERP requires at least one source with a base URL and credentials.
 	NeedERP bool
 }
@@ -300,7 +364,7 @@ func Load(environ []string, opts Options) (Config, error) {
 		enabled = splitList(v)
 	}
 
-	sources, err := buildSources(env, f, enabled, defaultSchedule)
+	sources, err := buildSources(env, f, enabled, defaultSchedule, opts.Streams)
 	if err != nil {
 		return Config{}, err
 	}
@@ -327,11 +391,9 @@ func (c Config) RequireDatabase() error {
 	return nil
 }
 
-func buildSources(env map[string]string, f file, enabled []string, defaultSchedule string) ([]Source, error) {
+func buildSources(env map[string]string, f file, enabled []string, defaultSchedule string, specs []StreamSpec) ([]Source, error) {
 	envName := cmp.Or(env["ERPSYNC_SOURCE"], "default")
-	envTouches := env["ERPSYNC_ERP_BASE_URL"] != "" || env["ERPSYNC_ERP_USERNAME"] != "" ||
-		env["ERPSYNC_ERP_PASSWORD"] != "" || env["ERPSYNC_ERP_PASSWORD_FILE"] != "" ||
-		env["ERPSYNC_ERP_CLIENT_ID"] != "" || env["ERPSYNC_ERP_AUTH"] != ""
+	envTouches := env["ERPSYNC_ERP_BASE_URL"] != "" || len(envLoginKeys(env)) > 0
 
 	var out []Source
 	seen := map[string]bool{}
@@ -345,69 +407,92 @@ func buildSources(env map[string]string, f file, enabled []string, defaultSchedu
 			return nil, errf("%s: source name %q is used twice", where, fs.Name)
 		}
 		seen[fs.Name] = true
-		src, err := fileSourceToSource(where, fs, env, enabled, defaultSchedule)
+		src, err := fileSourceToSource(where, fs, env, enabled, defaultSchedule, specs)
 		if err != nil {
 			return nil, err
 		}
 		if fs.Name == envName {
 			matched = true
-			if src, err = applyEnv(src, env); err != nil {
+			if keys := envLoginKeys(env); len(keys) > 0 && len(fs.Logins) > 0 {
+				return nil, errf("%s.logins and %s: a source lists its logins, or has one login from the single-login settings, not both",
+					where, strings.Join(keys, ", "))
+			}
+			if src, err = applyEnv(where, src, env); err != nil {
 				return nil, err
 			}
 		}
 		out = append(out, src)
 	}
 	if !matched && envTouches {
-		src := Source{Name: envName}
-		src.Streams = streamList(enabled, nil, defaultSchedule)
-		src, err := applyEnv(src, env)
-		if err != nil {
+		src := Source{Name: envName, Logins: []Login{{}}}
+		var err error
+		if src.Streams, err = streamList("", enabled, nil, defaultSchedule, specs); err != nil {
+			return nil, err
+		}
+		if src, err = applyEnv("", src, env); err != nil {
 			return nil, err
 		}
 		out = append(out, src)
 	}
 	for i := range out {
-		out[i].Auth = cmp.Or(out[i].Auth, "token")
-		out[i].PluginScheme = cmp.Or(out[i].PluginScheme, "ERPPlugin")
-		if out[i].PageSize == 0 {
-			out[i].PageSize = 500
+		s := &out[i]
+		for j := range s.Logins {
+			s.Logins[j].Auth = cmp.Or(s.Logins[j].Auth, "token")
+			s.Logins[j].PluginScheme = cmp.Or(s.Logins[j].PluginScheme, "ERPPlugin")
 		}
-		if out[i].Timeout == 0 {
-			out[i].Timeout = 60 * time.Second
+		if s.PageSize == 0 {
+			s.PageSize = 500
 		}
-		if out[i].MaxResponse == 0 {
-			out[i].MaxResponse = DefaultMaxResponse
+		if s.Timeout == 0 {
+			s.Timeout = 60 * time.Second
 		}
-		out[i].MessagingPrefix = cmp.Or(out[i].MessagingPrefix, "/messaging")
+		if s.MaxResponse == 0 {
+			s.MaxResponse = DefaultMaxResponse
+		}
+		if s.MaxConcurrentRequests == 0 {
+			s.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+		}
+		s.MessagingPrefix = cmp.Or(s.MessagingPrefix, "/messaging")
 	}
 	return out, nil
 }
 
-func fileSourceToSource(where string, fs fileSource, env map[string]string, enabled []string, defaultSchedule string) (Source, error) {
+// DefaultMaxConcurrentRequests is how many requests one process has in
+// flight to an installation unless configured: enough to overlap a page
+// fetch with another stream's, little next to the people using the ERP.
+const DefaultMaxConcurrentRequests = 2
+
+func fileSourceToSource(where string, fs fileSource, env map[string]string, enabled []string, defaultSchedule string, specs []StreamSpec) (Source, error) {
 	src := Source{
-		Name:            fs.Name,
-		BaseURL:         fs.BaseURL,
-		Auth:            fs.Auth,
-		Username:        fs.Username,
-		PluginScheme:    fs.PluginScheme,
-		ClientID:        fs.ClientID,
-		PageSize:        fs.PageSize,
-		MessagingPrefix: fs.MessagingPrefix,
+		Name:                  fs.Name,
+		BaseURL:               fs.BaseURL,
+		PageSize:              fs.PageSize,
+		MessagingPrefix:       fs.MessagingPrefix,
+		MaxConcurrentRequests: fs.MaxConcurrentRequests,
+		MaxRequestsPerSecond:  fs.MaxRequestsPerSecond,
+		Keys:                  SourceKeys{MaxResponse: where + ".max_response"},
 	}
-	src.Keys = SourceKeys{
-		Username:     where + ".username",
-		Password:     secretOrigin(where+".password_env", fs.PasswordEnv, where+".password_file"),
-		ClientID:     where + ".client_id",
-		ClientSecret: secretOrigin(where+".client_secret_env", fs.ClientSecretEnv, where+".client_secret_file"),
-		MaxResponse:  where + ".max_response",
+	single := fs.fileLogin.set()
+	switch {
+	case len(fs.Logins) > 0 && len(single) > 0:
+		return Source{}, errf("%s: logins and %s.%s: a source lists its logins, or has one login from the single-login keys, not both",
+			where, where, strings.Join(single, ", "+where+"."))
+	case len(fs.Logins) > 0:
+		for j, fl := range fs.Logins {
+			l, err := fileLoginToLogin(fmt.Sprintf("%s.logins[%d]", where, j), fl, env)
+			if err != nil {
+				return Source{}, err
+			}
+			src.Logins = append(src.Logins, l)
+		}
+	default:
+		l, err := fileLoginToLogin(where, fs.fileLogin, env)
+		if err != nil {
+			return Source{}, err
+		}
+		src.Logins = []Login{l}
 	}
 	var err error
-	if src.Password, err = secretFrom(where+".password_env", where+".password_file", env, fs.PasswordEnv, fs.PasswordFile); err != nil {
-		return Source{}, err
-	}
-	if src.ClientSecret, err = secretFrom(where+".client_secret_env", where+".client_secret_file", env, fs.ClientSecretEnv, fs.ClientSecretFile); err != nil {
-		return Source{}, err
-	}
 	if fs.Timeout != "" {
 		if src.Timeout, err = parseDuration(where+".timeout", fs.Timeout); err != nil {
 			return Source{}, err
@@ -425,15 +510,29 @@ func fileSourceToSource(where string, fs fileSource, env map[string]string, enab
 		}
 		slices.Sort(names)
 	}
-	schedules := map[string]string{}
-	for name, s := range fs.Streams {
-		schedules[name] = s.Schedule
-	}
-	src.Streams = streamList(names, schedules, defaultSchedule)
-	for i, st := range src.Streams {
-		src.Streams[i].History = fs.Streams[st.Name].History
+	if src.Streams, err = streamList(where, names, fs.Streams, defaultSchedule, specs); err != nil {
+		return Source{}, err
 	}
 	return src, nil
+}
+
+// fileLoginToLogin reads a login's keys; where names it in messages.
+func fileLoginToLogin(where string, fl fileLogin, env map[string]string) (Login, error) {
+	l := Login{Auth: fl.Auth, Username: fl.Username, PluginScheme: fl.PluginScheme, ClientID: fl.ClientID}
+	l.Keys = LoginKeys{
+		Username:     where + ".username",
+		Password:     secretOrigin(where+".password_env", fl.PasswordEnv, where+".password_file"),
+		ClientID:     where + ".client_id",
+		ClientSecret: secretOrigin(where+".client_secret_env", fl.ClientSecretEnv, where+".client_secret_file"),
+	}
+	var err error
+	if l.Password, err = secretFrom(where+".password_env", where+".password_file", env, fl.PasswordEnv, fl.PasswordFile); err != nil {
+		return Login{}, err
+	}
+	if l.ClientSecret, err = secretFrom(where+".client_secret_env", where+".client_secret_file", env, fl.ClientSecretEnv, fl.ClientSecretFile); err != nil {
+		return Login{}, err
+	}
+	return l, nil
 }
 
 // applyHistory applies ERPSYNC_HISTORY to every source: "none", or the
@@ -451,39 +550,103 @@ func applyHistory(sources []Source, v string) {
 	}
 }
 
-func streamList(names []string, schedules map[string]string, defaultSchedule string) []StreamConfig {
+// streamList builds the enabled streams (names; the catalog's core
+// streams when none are named) with their settings from the file's
+// streams.<name> (where names the source in messages). Keys other than
+// schedule, history and the stream's own settings are refused.
+func streamList(where string, names []string, file map[string]map[string]string, defaultSchedule string, specs []StreamSpec) ([]StreamConfig, error) {
 	if len(names) == 0 {
-		names = CoreStreams
+		for _, sp := range specs {
+			if sp.Core {
+				names = append(names, sp.Name)
+			}
+		}
 	}
 	out := make([]StreamConfig, 0, len(names))
 	for _, n := range names {
-		out = append(out, StreamConfig{Name: n, Schedule: cmp.Or(schedules[n], defaultSchedule, DefaultSchedule(n))})
+		sp := specOf(specs, n)
+		keys := file[n]
+		sc := StreamConfig{Name: n, Schedule: cmp.Or(keys["schedule"], defaultSchedule, sp.Schedule, "@every 30m"), Settings: map[string]string{}}
+		at := "streams." + n
+		if where != "" {
+			at = where + "." + at
+		}
+		for k, v := range keys {
+			switch k {
+			case "schedule":
+			case "history":
+				on, err := strconv.ParseBool(v)
+				if err != nil {
+					return nil, errf("%s.history: %q is not true or false", at, v)
+				}
+				sc.History = &on
+			default:
+				set := slices.IndexFunc(sp.Settings, func(s SettingSpec) bool { return s.Key == k })
+				if set < 0 {
+					return nil, errf("%s.%s: %s", at, k, unknownSetting(sp))
+				}
+				if check := sp.Settings[set].Check; check != nil {
+					if err := check(v); err != nil {
+						return nil, errf("%s.%s: %q: %v", at, k, v, err)
+					}
+				}
+				sc.Settings[k] = v
+			}
+		}
+		for _, set := range sp.Settings {
+			if _, ok := sc.Settings[set.Key]; !ok {
+				sc.Settings[set.Key] = set.Default
+			}
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+func specOf(specs []StreamSpec, name string) StreamSpec {
+	if i := slices.IndexFunc(specs, func(s StreamSpec) bool { return s.Name == name }); i >= 0 {
+		return specs[i]
+	}
+	return StreamSpec{Name: name}
+}
+
+func unknownSetting(sp StreamSpec) string {
+	keys := []string{"schedule", "history"}
+	for _, s := range sp.Settings {
+		keys = append(keys, s.Key)
+	}
+	return "unknown setting; " + sp.Name + " takes " + strings.Join(keys, ", ")
+}
+
+// envLoginKeys lists the single-login variables set.
+func envLoginKeys(env map[string]string) []string {
+	var out []string
+	for _, k := range []string{"ERPSYNC_ERP_AUTH", "ERPSYNC_ERP_USERNAME", "ERPSYNC_ERP_PASSWORD", "ERPSYNC_ERP_PASSWORD_FILE",
+		"ERPSYNC_ERP_PLUGIN_SCHEME", "ERPSYNC_ERP_CLIENT_ID", "ERPSYNC_ERP_CLIENT_SECRET", "ERPSYNC_ERP_CLIENT_SECRET_FILE"} {
+		if env[k] != "" {
+			out = append(out, k)
+		}
 	}
 	return out
 }
 
-// DefaultSchedule: invoices change all day; the small reference lists do not.
-func DefaultSchedule(stream string) string {
-	if stream == "invoices" {
-		return "@every 5m"
-	}
-	return "@every 30m"
-}
-
-func applyEnv(src Source, env map[string]string) (Source, error) {
+// applyEnv puts the ERPSYNC_ERP_* variables on the source they name
+// (where is its place in the file, "" for a source of the environment
+// alone). The single-login variables are its one login (the caller
+// refuses them for a source that lists its logins).
+func applyEnv(where string, src Source, env map[string]string) (Source, error) {
 	src.BaseURL = cmp.Or(env["ERPSYNC_ERP_BASE_URL"], src.BaseURL)
-	if env["ERPSYNC_ERP_USERNAME"] != "" || src.Keys.Username == "" {
-		src.Keys.Username = "ERPSYNC_ERP_USERNAME"
+	if len(envLoginKeys(env)) > 0 {
+		l, err := applyEnvLogin(src.Logins[0], env)
+		if err != nil {
+			return Source{}, err
+		}
+		src.Logins[0] = l
+	} else if len(src.Logins) == 1 && src.Logins[0].Keys.Username == "" {
+		// A source of the environment alone names the variables it lacks.
+		src.Logins[0].Keys = LoginKeys{Username: "ERPSYNC_ERP_USERNAME", Password: "ERPSYNC_ERP_PASSWORD",
+			ClientID: "ERPSYNC_ERP_CLIENT_ID", ClientSecret: "ERPSYNC_ERP_CLIENT_SECRET"}
 	}
-	if env["ERPSYNC_ERP_CLIENT_ID"] != "" || src.Keys.ClientID == "" {
-		src.Keys.ClientID = "ERPSYNC_ERP_CLIENT_ID"
-	}
-	src.Keys.Password = envSecretOrigin(env, "ERPSYNC_ERP_PASSWORD", src.Keys.Password)
-	src.Keys.ClientSecret = envSecretOrigin(env, "ERPSYNC_ERP_CLIENT_SECRET", src.Keys.ClientSecret)
-	src.Username = cmp.Or(env["ERPSYNC_ERP_USERNAME"], src.Username)
-	src.Auth = cmp.Or(env["ERPSYNC_ERP_AUTH"], src.Auth)
-	src.PluginScheme = cmp.Or(env["ERPSYNC_ERP_PLUGIN_SCHEME"], src.PluginScheme)
-	src.ClientID = cmp.Or(env["ERPSYNC_ERP_CLIENT_ID"], src.ClientID)
 	if v := env["ERPSYNC_ERP_PAGE_SIZE"]; v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
@@ -498,7 +661,7 @@ func applyEnv(src Source, env map[string]string) (Source, error) {
 		}
 		src.Timeout = d
 	}
-	if v := env["ERPSYNC_ERP_MAX_RESPONSE"]; v != "" || src.Keys.MaxResponse == "" {
+	if v := env["ERPSYNC_ERP_MAX_RESPONSE"]; v != "" || where == "" {
 		src.Keys.MaxResponse = "ERPSYNC_ERP_MAX_RESPONSE"
 		if v != "" {
 			n, err := parseSize("ERPSYNC_ERP_MAX_RESPONSE", v)
@@ -508,22 +671,53 @@ func applyEnv(src Source, env map[string]string) (Source, error) {
 			src.MaxResponse = n
 		}
 	}
+	if v := env["ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS"]; v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return Source{}, errf("ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS: %q is not a positive number", v)
+		}
+		src.MaxConcurrentRequests = n
+	}
+	if v := env["ERPSYNC_ERP_MAX_REQUESTS_PER_SECOND"]; v != "" {
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return Source{}, errf("ERPSYNC_ERP_MAX_REQUESTS_PER_SECOND: %q is not a number", v)
+		}
+		src.MaxRequestsPerSecond = n
+	}
 	src.MessagingPrefix = cmp.Or(env["ERPSYNC_ERP_MESSAGING_PREFIX"], src.MessagingPrefix)
+	return src, nil
+}
+
+// applyEnvLogin puts the single-login variables on a login.
+func applyEnvLogin(l Login, env map[string]string) (Login, error) {
+	if env["ERPSYNC_ERP_USERNAME"] != "" || l.Keys.Username == "" {
+		l.Keys.Username = "ERPSYNC_ERP_USERNAME"
+	}
+	if env["ERPSYNC_ERP_CLIENT_ID"] != "" || l.Keys.ClientID == "" {
+		l.Keys.ClientID = "ERPSYNC_ERP_CLIENT_ID"
+	}
+	l.Keys.Password = envSecretOrigin(env, "ERPSYNC_ERP_PASSWORD", l.Keys.Password)
+	l.Keys.ClientSecret = envSecretOrigin(env, "ERPSYNC_ERP_CLIENT_SECRET", l.Keys.ClientSecret)
+	l.Username = cmp.Or(env["ERPSYNC_ERP_USERNAME"], l.Username)
+	l.Auth = cmp.Or(env["ERPSYNC_ERP_AUTH"], l.Auth)
+	l.PluginScheme = cmp.Or(env["ERPSYNC_ERP_PLUGIN_SCHEME"], l.PluginScheme)
+	l.ClientID = cmp.Or(env["ERPSYNC_ERP_CLIENT_ID"], l.ClientID)
 	pw, err := secretFrom("ERPSYNC_ERP_PASSWORD", "ERPSYNC_ERP_PASSWORD_FILE", env, "ERPSYNC_ERP_PASSWORD", env["ERPSYNC_ERP_PASSWORD_FILE"])
 	if err != nil {
-		return Source{}, err
+		return Login{}, err
 	}
 	if pw != "" {
-		src.Password = pw
+		l.Password = pw
 	}
 	cs, err := secretFrom("ERPSYNC_ERP_CLIENT_SECRET", "ERPSYNC_ERP_CLIENT_SECRET_FILE", env, "ERPSYNC_ERP_CLIENT_SECRET", env["ERPSYNC_ERP_CLIENT_SECRET_FILE"])
 	if err != nil {
-		return Source{}, err
+		return Login{}, err
 	}
 	if cs != "" {
-		src.ClientSecret = cs
+		l.ClientSecret = cs
 	}
-	return src, nil
+	return l, nil
 }
 
 // secretOrigin names where a file source's secret comes from.
@@ -583,23 +777,21 @@ func validateSource(s Source, opts Options) error {
 	} else if err := erp.ValidateBaseURL(s.BaseURL); err != nil {
 		return errf("%s: ERPSYNC_ERP_BASE_URL: %v", where, err)
 	}
-	switch s.Auth {
-	case "token":
-		if opts.NeedERP && s.Username == "" {
-			return errf("%s: ERPSYNC_ERP_USERNAME (username) is not set", where)
+	names := map[string]bool{}
+	for _, l := range s.Logins {
+		if err := validateLogin(where, l, opts); err != nil {
+			return err
 		}
-		if opts.NeedERP && s.Password == "" {
-			return errf("%s: no password: set ERPSYNC_ERP_PASSWORD or ERPSYNC_ERP_PASSWORD_FILE (password_file)", where)
+		if names[l.Name()] && l.Name() != "" {
+			return errf("%s: login %q is listed twice (%s)", where, l.Name(), l.Keys.Username)
 		}
-	case "plugin":
-		if opts.NeedERP && (s.ClientID == "" || s.ClientSecret == "") {
-			return errf("%s: ERPSYNC_ERP_AUTH=plugin needs ERPSYNC_ERP_CLIENT_ID and ERPSYNC_ERP_CLIENT_SECRET (or _FILE)", where)
-		}
-		if strings.ContainsAny(s.PluginScheme, " \t\r\n") || s.PluginScheme == "" {
-			return errf("%s: ERPSYNC_ERP_PLUGIN_SCHEME: %q is not a single word", where, s.PluginScheme)
-		}
-	default:
-		return errf("%s: ERPSYNC_ERP_AUTH: %q is not token or plugin", where, s.Auth)
+		names[l.Name()] = true
+	}
+	if s.MaxConcurrentRequests < 1 || s.MaxConcurrentRequests > 100 {
+		return errf("%s: ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS (max_concurrent_requests): %d is not between 1 and 100", where, s.MaxConcurrentRequests)
+	}
+	if s.MaxRequestsPerSecond < 0 || s.MaxRequestsPerSecond > 10000 {
+		return errf("%s: ERPSYNC_ERP_MAX_REQUESTS_PER_SECOND (max_requests_per_second): %g is not between 0 (no limit) and 10000", where, s.MaxRequestsPerSecond)
 	}
 	if s.PageSize < 1 || s.PageSize > 10000 {
 		return errf("%s: ERPSYNC_ERP_PAGE_SIZE (page_size): %d is not between 1 and 10000", where, s.PageSize)
@@ -612,22 +804,71 @@ func validateSource(s Source, opts Options) error {
 	}
 	seen := map[string]bool{}
 	for _, st := range s.Streams {
-		if opts.KnownStreams != nil && !slices.Contains(opts.KnownStreams, st.Name) {
-			return errf("%s: ERPSYNC_STREAMS (streams): unknown stream %q; known: %s", where, st.Name, strings.Join(opts.KnownStreams, ", "))
+		i := slices.IndexFunc(opts.Streams, func(sp StreamSpec) bool { return sp.Name == st.Name })
+		if opts.Streams != nil && i < 0 {
+			return errf("%s: ERPSYNC_STREAMS (streams): unknown stream %q; known: %s", where, st.Name, strings.Join(specNames(opts.Streams, false), ", "))
 		}
 		if seen[st.Name] {
 			return errf("%s: stream %q is listed twice", where, st.Name)
 		}
 		seen[st.Name] = true
-		if st.History != nil && *st.History && opts.HistoryStreams != nil && !slices.Contains(opts.HistoryStreams, st.Name) {
+		if st.History != nil && *st.History && opts.Streams != nil && !opts.Streams[i].History {
 			return errf("%s: stream %s keeps no history (ERPSYNC_HISTORY or streams.%s.history); streams that can: %s",
-				where, st.Name, st.Name, strings.Join(opts.HistoryStreams, ", "))
+				where, st.Name, st.Name, strings.Join(specNames(opts.Streams, true), ", "))
 		}
 		if _, err := ParseSchedule(st.Schedule); err != nil {
 			return errf("%s: stream %s: schedule %q: %v (ERPSYNC_SCHEDULE or streams.%s.schedule)", where, st.Name, st.Schedule, err, st.Name)
 		}
 	}
 	return nil
+}
+
+// validateLogin checks one login of a source.
+func validateLogin(where string, l Login, opts Options) error {
+	switch l.Auth {
+	case "token":
+		if opts.NeedERP && l.Username == "" {
+			return errf("%s: %s is not set", where, l.Keys.Username)
+		}
+		if opts.NeedERP && l.Password == "" {
+			return errf("%s: login %s: no password: set %s", where, l.Username, passwordHint(l.Keys.Password))
+		}
+	case "plugin":
+		if opts.NeedERP && (l.ClientID == "" || l.ClientSecret == "") {
+			return errf("%s: plugin auth needs %s", where, l.CredentialKeys())
+		}
+		if strings.ContainsAny(l.PluginScheme, " \t\r\n") || l.PluginScheme == "" {
+			return errf("%s: ERPSYNC_ERP_PLUGIN_SCHEME (plugin_scheme): %q is not a single word", where, l.PluginScheme)
+		}
+	default:
+		return errf("%s: ERPSYNC_ERP_AUTH (auth): %q is not token or plugin", where, l.Auth)
+	}
+	return nil
+}
+
+// passwordHint names the settings that give a login's password: the one
+// it names, and for the single login of a source the variables too.
+func passwordHint(key string) string {
+	switch {
+	case key == "ERPSYNC_ERP_PASSWORD":
+		return "ERPSYNC_ERP_PASSWORD or ERPSYNC_ERP_PASSWORD_FILE (password_file)"
+	case strings.Contains(key, ".logins["):
+		return key
+	}
+	return key + ", or ERPSYNC_ERP_PASSWORD / ERPSYNC_ERP_PASSWORD_FILE"
+}
+
+// specNames lists the catalog's streams; withHistory, only those that can
+// keep history.
+func specNames(specs []StreamSpec, withHistory bool) []string {
+	var out []string
+	for _, sp := range specs {
+		if !withHistory || sp.History {
+			out = append(out, sp.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Interval is the time between the two ticks of a schedule that follow

@@ -3,11 +3,12 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,25 @@ const (
 	testSecret   = "plugin-client-S3cret"
 	testDBPass   = "db-pa55word"
 )
+
+// testSpecs is a catalog as configuration sees the product's.
+var testSpecs = []StreamSpec{
+	{Name: "invoices", Schedule: "@every 5m", Core: true, History: true},
+	{Name: "currencies", Schedule: "@every 30m", Core: true, History: true},
+	{Name: "cashboxes", Schedule: "@every 30m", Core: true, History: true},
+	{Name: "cashbox_reconciliations", Schedule: "@every 30m", Core: true, History: true},
+	{Name: "journal_entries", Schedule: "@every 30m", History: true},
+	{Name: "messaging_messages", Schedule: "@every 30m", History: true},
+	{Name: "balance_sheet", Schedule: "@every 30m", Settings: []SettingSpec{
+		{Key: "months", Default: "24", Check: func(v string) error {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 {
+				return errors.New("not a number of months")
+			}
+			return nil
+		}},
+		{Key: "reread_months", Default: "3"},
+	}},
+}
 
 // baseEnv is the smallest environment that describes one usable source.
 func baseEnv(extra ...string) []string {
@@ -81,7 +101,7 @@ func streamsOf(s Source) string {
 }
 
 func TestLoadEnvOnlyDefaults(t *testing.T) {
-	cfg := mustLoad(t, baseEnv(), Options{NeedERP: true})
+	cfg := mustLoad(t, baseEnv(), Options{Streams: testSpecs, NeedERP: true})
 	if cfg.LogFormat != "text" || cfg.LogLevel != "info" || cfg.HTTPAddr != ":8080" || cfg.Shutdown.Grace != 17*time.Second || cfg.Shutdown.Timeout != 25*time.Second || !cfg.AutoMigrate {
 		t.Errorf("defaults = %+v", cfg)
 	}
@@ -92,18 +112,15 @@ func TestLoadEnvOnlyDefaults(t *testing.T) {
 		t.Fatalf("%d sources, want 1", len(cfg.Sources))
 	}
 	s := cfg.Sources[0]
-	if s.Name != "default" || s.BaseURL != "https://erp.example.com" || s.Username != "integration" || s.Password.Value() != testPassword {
+	if s.Name != "default" || s.BaseURL != "https://erp.example.com" || s.Logins[0].Username != "integration" || s.Logins[0].Password.Value() != testPassword {
 		t.Errorf("source = %+v", s)
 	}
-	if s.Auth != "token" || s.PluginScheme != "ERPPlugin" || s.PageSize != 500 || s.Timeout != 60*time.Second {
+	if s.Logins[0].Auth != "token" || s.Logins[0].PluginScheme != "ERPPlugin" || s.PageSize != 500 || s.Timeout != 60*time.Second {
 		t.Errorf("source defaults = %+v", s)
 	}
 	want := "invoices=@every 5m; currencies=@every 30m; cashboxes=@every 30m; cashbox_reconciliations=@every 30m"
 	if got := streamsOf(s); got != want {
 		t.Errorf("streams = %q, want %q", got, want)
-	}
-	if !slices.Equal(CoreStreams, []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"}) {
-		t.Errorf("CoreStreams = %v", CoreStreams)
 	}
 	if sc, ok := s.Stream("cashboxes"); !ok || sc.Schedule != "@every 30m" {
 		t.Errorf("Stream(cashboxes) = %+v, %v", sc, ok)
@@ -119,14 +136,14 @@ func TestLoadEnvOnlyDefaults(t *testing.T) {
 }
 
 func TestLoadNoERPVariables(t *testing.T) {
-	cfg := mustLoad(t, []string{"ERPSYNC_DATABASE_URL=postgres://x"}, Options{})
+	cfg := mustLoad(t, []string{"ERPSYNC_DATABASE_URL=postgres://x"}, Options{Streams: testSpecs})
 	if len(cfg.Sources) != 0 {
 		t.Errorf("sources = %+v, want none", cfg.Sources)
 	}
 	if cfg.DatabaseURL.Value() != "postgres://x" {
 		t.Errorf("DatabaseURL = %q", cfg.DatabaseURL.Value())
 	}
-	_, err := Load([]string{"ERPSYNC_DATABASE_URL=postgres://x"}, Options{NeedERP: true})
+	_, err := Load([]string{"ERPSYNC_DATABASE_URL=postgres://x"}, Options{Streams: testSpecs, NeedERP: true})
 	wantConfigError(t, err, "ERPSYNC_ERP_BASE_URL")
 }
 
@@ -134,7 +151,7 @@ func TestLoadEnvSourceRenamedAndStreams(t *testing.T) {
 	cfg := mustLoad(t, baseEnv(
 		"ERPSYNC_SOURCE=prod-1",
 		"ERPSYNC_STREAMS= invoices, currencies ,,journal_entries",
-	), Options{NeedERP: true})
+	), Options{Streams: testSpecs, NeedERP: true})
 	if len(cfg.Sources) != 1 || cfg.Sources[0].Name != "prod-1" {
 		t.Fatalf("sources = %+v", cfg.Sources)
 	}
@@ -145,7 +162,7 @@ func TestLoadEnvSourceRenamedAndStreams(t *testing.T) {
 }
 
 func TestLoadEnvSchedule(t *testing.T) {
-	cfg := mustLoad(t, baseEnv("ERPSYNC_SCHEDULE=*/10 * * * *"), Options{})
+	cfg := mustLoad(t, baseEnv("ERPSYNC_SCHEDULE=*/10 * * * *"), Options{Streams: testSpecs})
 	for _, st := range cfg.Sources[0].Streams {
 		if st.Schedule != "*/10 * * * *" {
 			t.Errorf("stream %s schedule = %q, want ERPSYNC_SCHEDULE", st.Name, st.Schedule)
@@ -167,7 +184,7 @@ func TestLoadDatabaseURL(t *testing.T) {
 		{[]string{"ERPSYNC_DATABASE_URL=", "DATABASE_URL=postgres://b/db"}, "postgres://b/db"},
 	}
 	for _, tt := range tests {
-		cfg := mustLoad(t, tt.env, Options{})
+		cfg := mustLoad(t, tt.env, Options{Streams: testSpecs})
 		if cfg.DatabaseURL.Value() != tt.want {
 			t.Errorf("env %q: DatabaseURL = %q, want %q", tt.env, cfg.DatabaseURL.Value(), tt.want)
 		}
@@ -178,7 +195,7 @@ func TestLoadDatabaseURL(t *testing.T) {
 }
 
 func TestRequireDatabase(t *testing.T) {
-	cfg := mustLoad(t, baseEnv(), Options{})
+	cfg := mustLoad(t, baseEnv(), Options{Streams: testSpecs})
 	wantConfigError(t, cfg.RequireDatabase(), "ERPSYNC_DATABASE_URL")
 }
 
@@ -189,22 +206,22 @@ func TestLoadPasswordFile(t *testing.T) {
 			"ERPSYNC_ERP_BASE_URL=https://erp.example.com",
 			"ERPSYNC_ERP_USERNAME=integration",
 			"ERPSYNC_ERP_PASSWORD_FILE=" + p,
-		}, Options{NeedERP: true})
-		if got := cfg.Sources[0].Password.Value(); got != testPassword {
+		}, Options{Streams: testSpecs, NeedERP: true})
+		if got := cfg.Sources[0].Logins[0].Password.Value(); got != testPassword {
 			t.Errorf("file %q: password = %q, want %q", content, got, testPassword)
 		}
 	}
 	// A password with inner spaces keeps them; only the trailing newline goes.
 	p := writeFile(t, "pw", " a b \n")
-	cfg := mustLoad(t, []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_PASSWORD_FILE=" + p}, Options{})
-	if got := cfg.Sources[0].Password.Value(); got != " a b " {
+	cfg := mustLoad(t, []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_PASSWORD_FILE=" + p}, Options{Streams: testSpecs})
+	if got := cfg.Sources[0].Logins[0].Password.Value(); got != " a b " {
 		t.Errorf("password = %q, want %q", got, " a b ")
 	}
 }
 
 func TestLoadPasswordVariableAndFile(t *testing.T) {
 	p := writeFile(t, "pw", testPassword+"\n")
-	_, err := Load(baseEnv("ERPSYNC_ERP_PASSWORD_FILE="+p), Options{})
+	_, err := Load(baseEnv("ERPSYNC_ERP_PASSWORD_FILE="+p), Options{Streams: testSpecs})
 	wantConfigError(t, err, "ERPSYNC_ERP_PASSWORD", "not both")
 }
 
@@ -217,11 +234,11 @@ func TestLoadPasswordFileUnreadable(t *testing.T) {
 			"ERPSYNC_ERP_PASSWORD_FILE=" + p,
 			"ERPSYNC_DATABASE_URL=postgres://u:" + testDBPass + "@db/x",
 			"ERPSYNC_ERP_CLIENT_SECRET=" + testSecret,
-		}, Options{NeedERP: true})
+		}, Options{Streams: testSpecs, NeedERP: true})
 		wantConfigError(t, err, "ERPSYNC_ERP_PASSWORD_FILE", p)
 	}
 	empty := writeFile(t, "empty", "\n")
-	_, err := Load([]string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_PASSWORD_FILE=" + empty}, Options{})
+	_, err := Load([]string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_PASSWORD_FILE=" + empty}, Options{Streams: testSpecs})
 	wantConfigError(t, err, "ERPSYNC_ERP_PASSWORD_FILE", "empty")
 }
 
@@ -256,8 +273,7 @@ sources:
     client_secret_env: BRANCH2_SECRET
 `, pwFile)
 	path := writeFile(t, "erpsync.yaml", yaml)
-	known := []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations", "journal_entries"}
-	cfg := mustLoad(t, []string{"BRANCH2_SECRET=" + testSecret}, Options{ConfigFile: path, NeedERP: true, KnownStreams: known})
+	cfg := mustLoad(t, []string{"BRANCH2_SECRET=" + testSecret}, Options{Streams: testSpecs, ConfigFile: path, NeedERP: true})
 
 	if cfg.DatabaseURL.Value() != "postgres://file/db" || cfg.LogFormat != "json" || cfg.LogLevel != "debug" ||
 		cfg.HTTPAddr != "127.0.0.1:9090" || cfg.Shutdown.Grace != 45*time.Second || cfg.AutoMigrate {
@@ -267,14 +283,14 @@ sources:
 		t.Fatalf("%d sources, want 2", len(cfg.Sources))
 	}
 	hq, b2 := cfg.Sources[0], cfg.Sources[1]
-	if hq.Name != "hq" || hq.BaseURL != "https://hq.erp.example.com" || hq.Username != "sync" || hq.Password.Value() != testPassword ||
-		hq.Auth != "token" || hq.PageSize != 200 || hq.Timeout != 30*time.Second {
+	if hq.Name != "hq" || hq.BaseURL != "https://hq.erp.example.com" || hq.Logins[0].Username != "sync" || hq.Logins[0].Password.Value() != testPassword ||
+		hq.Logins[0].Auth != "token" || hq.PageSize != 200 || hq.Timeout != 30*time.Second {
 		t.Errorf("hq = %+v", hq)
 	}
 	if got, want := streamsOf(hq), "cashboxes=@hourly; currencies=@every 10m; invoices=CRON_TZ=Europe/Berlin 0 6 * * *"; got != want {
 		t.Errorf("hq streams = %q, want %q", got, want)
 	}
-	if b2.Name != "branch2" || b2.Auth != "plugin" || b2.PluginScheme != "ERPExt" || b2.ClientID != "c-2" || b2.ClientSecret.Value() != testSecret ||
+	if b2.Name != "branch2" || b2.Logins[0].Auth != "plugin" || b2.Logins[0].PluginScheme != "ERPExt" || b2.Logins[0].ClientID != "c-2" || b2.Logins[0].ClientSecret.Value() != testSecret ||
 		b2.PageSize != 500 || b2.Timeout != 60*time.Second {
 		t.Errorf("branch2 = %+v", b2)
 	}
@@ -304,12 +320,12 @@ sources:
 		"ERPSYNC_ERP_USERNAME=other-user",
 		"ERPSYNC_STREAMS=invoices,journal_entries",
 		"ERPSYNC_LOG_LEVEL=warn",
-	}, Options{NeedERP: true, KnownStreams: known})
+	}, Options{Streams: testSpecs, NeedERP: true})
 	if len(cfg.Sources) != 2 || cfg.LogLevel != "warn" {
 		t.Fatalf("sources %d, log level %q", len(cfg.Sources), cfg.LogLevel)
 	}
 	hq = cfg.Sources[0]
-	if hq.Username != "other-user" || hq.Password.Value() != testPassword {
+	if hq.Logins[0].Username != "other-user" || hq.Logins[0].Password.Value() != testPassword {
 		t.Errorf("hq after env = %+v", hq)
 	}
 	if got, want := streamsOf(hq), "invoices=CRON_TZ=Europe/Berlin 0 6 * * *; journal_entries=@every 10m"; got != want {
@@ -327,26 +343,26 @@ sources:
     username: u
     password_env: MY_ERP_PASSWORD
 `)
-	cfg := mustLoad(t, []string{"MY_ERP_PASSWORD=" + testPassword}, Options{ConfigFile: path, NeedERP: true})
-	if len(cfg.Sources) != 1 || cfg.Sources[0].Name != "default" || cfg.Sources[0].Password.Value() != testPassword {
+	cfg := mustLoad(t, []string{"MY_ERP_PASSWORD=" + testPassword}, Options{Streams: testSpecs, ConfigFile: path, NeedERP: true})
+	if len(cfg.Sources) != 1 || cfg.Sources[0].Name != "default" || cfg.Sources[0].Logins[0].Password.Value() != testPassword {
 		t.Errorf("sources = %+v", cfg.Sources)
 	}
-	_, err := Load(nil, Options{ConfigFile: path, NeedERP: true})
+	_, err := Load(nil, Options{Streams: testSpecs, ConfigFile: path, NeedERP: true})
 	wantConfigError(t, err, "password", "ERPSYNC_ERP_PASSWORD")
 }
 
 func TestLoadConfigFileChoice(t *testing.T) {
 	a := writeFile(t, "a.yaml", "log_level: debug\n")
 	b := writeFile(t, "b.yaml", "log_level: error\n")
-	if cfg := mustLoad(t, []string{"ERPSYNC_CONFIG=" + a}, Options{ConfigFile: b}); cfg.LogLevel != "error" {
+	if cfg := mustLoad(t, []string{"ERPSYNC_CONFIG=" + a}, Options{Streams: testSpecs, ConfigFile: b}); cfg.LogLevel != "error" {
 		t.Errorf("--config should win over ERPSYNC_CONFIG: log level %q", cfg.LogLevel)
 	}
 	empty := writeFile(t, "empty.yaml", "")
-	if _, err := Load(nil, Options{ConfigFile: empty}); err != nil {
+	if _, err := Load(nil, Options{Streams: testSpecs, ConfigFile: empty}); err != nil {
 		t.Errorf("empty file: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "nope.yaml")
-	_, err := Load(nil, Options{ConfigFile: missing})
+	_, err := Load(nil, Options{Streams: testSpecs, ConfigFile: missing})
 	wantConfigError(t, err, "config file", "nope.yaml")
 }
 
@@ -400,7 +416,7 @@ func TestLoadYAMLErrors(t *testing.T) {
 		{
 			name: "unknown stream",
 			yaml: "sources:\n  - name: a\n    base_url: https://erp.example.com\n    streams:\n      invoicez: {}\n",
-			opts: Options{KnownStreams: []string{"invoices", "currencies"}},
+			opts: Options{Streams: testSpecs[:2]},
 			want: []string{"invoicez", "unknown stream"},
 		},
 		{
@@ -450,7 +466,7 @@ func TestLoadYAMLErrors(t *testing.T) {
 
 func TestLoadYAMLPasswordFileErrorNamesKey(t *testing.T) {
 	path := writeFile(t, "c.yaml", "sources:\n  - name: a\n    base_url: https://erp.example.com\n    password_file: /nonexistent/pw\n")
-	_, err := Load(nil, Options{ConfigFile: path})
+	_, err := Load(nil, Options{Streams: testSpecs, ConfigFile: path})
 	wantConfigError(t, err, "sources[0].password_file")
 }
 
@@ -461,33 +477,33 @@ func TestLoadEnvErrors(t *testing.T) {
 		opts Options
 		want []string
 	}{
-		{"log format", baseEnv("ERPSYNC_LOG_FORMAT=xml"), Options{}, []string{"ERPSYNC_LOG_FORMAT", "xml"}},
-		{"log level", baseEnv("ERPSYNC_LOG_LEVEL=verbose"), Options{}, []string{"ERPSYNC_LOG_LEVEL", "verbose"}},
-		{"shutdown grace", baseEnv("ERPSYNC_SHUTDOWN_GRACE=20"), Options{}, []string{"ERPSYNC_SHUTDOWN_GRACE", `"20"`}},
-		{"negative shutdown grace", baseEnv("ERPSYNC_SHUTDOWN_GRACE=-5s"), Options{}, []string{"ERPSYNC_SHUTDOWN_GRACE"}},
-		{"auto migrate", baseEnv("ERPSYNC_AUTO_MIGRATE=maybe"), Options{}, []string{"ERPSYNC_AUTO_MIGRATE", "maybe"}},
-		{"http addr", baseEnv("ERPSYNC_HTTP_ADDR=8080"), Options{}, []string{"ERPSYNC_HTTP_ADDR"}},
-		{"schedule", baseEnv("ERPSYNC_SCHEDULE=@every"), Options{}, []string{"ERPSYNC_SCHEDULE", "invoices", "@every"}},
-		{"page size", baseEnv("ERPSYNC_ERP_PAGE_SIZE=lots"), Options{}, []string{"ERPSYNC_ERP_PAGE_SIZE", "lots"}},
-		{"page size negative", baseEnv("ERPSYNC_ERP_PAGE_SIZE=-1"), Options{}, []string{"ERPSYNC_ERP_PAGE_SIZE", "-1"}},
-		{"page size too big", baseEnv("ERPSYNC_ERP_PAGE_SIZE=10001"), Options{}, []string{"ERPSYNC_ERP_PAGE_SIZE", "10001"}},
-		{"timeout", baseEnv("ERPSYNC_ERP_TIMEOUT=1h2x"), Options{}, []string{"ERPSYNC_ERP_TIMEOUT"}},
-		{"negative timeout", baseEnv("ERPSYNC_ERP_TIMEOUT=-1s"), Options{}, []string{"ERPSYNC_ERP_TIMEOUT"}},
-		{"auth", baseEnv("ERPSYNC_ERP_AUTH=oauth"), Options{}, []string{"ERPSYNC_ERP_AUTH", "oauth"}},
-		{"source name", baseEnv("ERPSYNC_SOURCE=a/b"), Options{}, []string{"ERPSYNC_SOURCE", "a/b"}},
-		{"unknown stream", baseEnv("ERPSYNC_STREAMS=invoices,bogus"), Options{KnownStreams: []string{"invoices", "currencies"}}, []string{"bogus", "ERPSYNC_STREAMS"}},
-		{"stream twice", baseEnv("ERPSYNC_STREAMS=invoices,invoices"), Options{}, []string{"invoices", "twice"}},
-		{"plain http", baseEnv("ERPSYNC_ERP_BASE_URL=http://erp.example.com"), Options{}, []string{"ERPSYNC_ERP_BASE_URL", "HTTPS is required"}},
-		{"plain http lan", baseEnv("ERPSYNC_ERP_BASE_URL=http://192.168.1.10:8000"), Options{}, []string{"HTTPS is required"}},
-		{"not a url", baseEnv("ERPSYNC_ERP_BASE_URL=erp.example.com"), Options{}, []string{"ERPSYNC_ERP_BASE_URL"}},
-		{"ftp", baseEnv("ERPSYNC_ERP_BASE_URL=ftp://erp.example.com"), Options{}, []string{"ERPSYNC_ERP_BASE_URL", "https"}},
-		{"need ERP without base URL", []string{"ERPSYNC_ERP_USERNAME=u", "ERPSYNC_ERP_PASSWORD=" + testPassword}, Options{NeedERP: true}, []string{"ERPSYNC_ERP_BASE_URL"}},
-		{"need ERP without username", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_PASSWORD=" + testPassword}, Options{NeedERP: true}, []string{"ERPSYNC_ERP_USERNAME"}},
-		{"need ERP without password", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_USERNAME=u"}, Options{NeedERP: true}, []string{"ERPSYNC_ERP_PASSWORD"}},
-		{"plugin without client", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_AUTH=plugin"}, Options{NeedERP: true}, []string{"ERPSYNC_ERP_CLIENT_ID", "ERPSYNC_ERP_CLIENT_SECRET"}},
-		{"plugin without secret", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_AUTH=plugin", "ERPSYNC_ERP_CLIENT_ID=c"}, Options{NeedERP: true}, []string{"ERPSYNC_ERP_CLIENT_SECRET"}},
-		{"plugin without id", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_AUTH=plugin", "ERPSYNC_ERP_CLIENT_SECRET=" + testSecret}, Options{NeedERP: true}, []string{"ERPSYNC_ERP_CLIENT_ID"}},
-		{"client secret twice", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_AUTH=plugin", "ERPSYNC_ERP_CLIENT_SECRET=" + testSecret, "ERPSYNC_ERP_CLIENT_SECRET_FILE=/x"}, Options{}, []string{"ERPSYNC_ERP_CLIENT_SECRET", "not both"}},
+		{"log format", baseEnv("ERPSYNC_LOG_FORMAT=xml"), Options{Streams: testSpecs}, []string{"ERPSYNC_LOG_FORMAT", "xml"}},
+		{"log level", baseEnv("ERPSYNC_LOG_LEVEL=verbose"), Options{Streams: testSpecs}, []string{"ERPSYNC_LOG_LEVEL", "verbose"}},
+		{"shutdown grace", baseEnv("ERPSYNC_SHUTDOWN_GRACE=20"), Options{Streams: testSpecs}, []string{"ERPSYNC_SHUTDOWN_GRACE", `"20"`}},
+		{"negative shutdown grace", baseEnv("ERPSYNC_SHUTDOWN_GRACE=-5s"), Options{Streams: testSpecs}, []string{"ERPSYNC_SHUTDOWN_GRACE"}},
+		{"auto migrate", baseEnv("ERPSYNC_AUTO_MIGRATE=maybe"), Options{Streams: testSpecs}, []string{"ERPSYNC_AUTO_MIGRATE", "maybe"}},
+		{"http addr", baseEnv("ERPSYNC_HTTP_ADDR=8080"), Options{Streams: testSpecs}, []string{"ERPSYNC_HTTP_ADDR"}},
+		{"schedule", baseEnv("ERPSYNC_SCHEDULE=@every"), Options{Streams: testSpecs}, []string{"ERPSYNC_SCHEDULE", "invoices", "@every"}},
+		{"page size", baseEnv("ERPSYNC_ERP_PAGE_SIZE=lots"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_PAGE_SIZE", "lots"}},
+		{"page size negative", baseEnv("ERPSYNC_ERP_PAGE_SIZE=-1"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_PAGE_SIZE", "-1"}},
+		{"page size too big", baseEnv("ERPSYNC_ERP_PAGE_SIZE=10001"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_PAGE_SIZE", "10001"}},
+		{"timeout", baseEnv("ERPSYNC_ERP_TIMEOUT=1h2x"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_TIMEOUT"}},
+		{"negative timeout", baseEnv("ERPSYNC_ERP_TIMEOUT=-1s"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_TIMEOUT"}},
+		{"auth", baseEnv("ERPSYNC_ERP_AUTH=oauth"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_AUTH", "oauth"}},
+		{"source name", baseEnv("ERPSYNC_SOURCE=a/b"), Options{Streams: testSpecs}, []string{"ERPSYNC_SOURCE", "a/b"}},
+		{"unknown stream", baseEnv("ERPSYNC_STREAMS=invoices,bogus"), Options{Streams: testSpecs[:2]}, []string{"bogus", "ERPSYNC_STREAMS"}},
+		{"stream twice", baseEnv("ERPSYNC_STREAMS=invoices,invoices"), Options{Streams: testSpecs}, []string{"invoices", "twice"}},
+		{"plain http", baseEnv("ERPSYNC_ERP_BASE_URL=http://erp.example.com"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_BASE_URL", "HTTPS is required"}},
+		{"plain http lan", baseEnv("ERPSYNC_ERP_BASE_URL=http://192.168.1.10:8000"), Options{Streams: testSpecs}, []string{"HTTPS is required"}},
+		{"not a url", baseEnv("ERPSYNC_ERP_BASE_URL=erp.example.com"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_BASE_URL"}},
+		{"ftp", baseEnv("ERPSYNC_ERP_BASE_URL=ftp://erp.example.com"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_BASE_URL", "https"}},
+		{"need ERP without base URL", []string{"ERPSYNC_ERP_USERNAME=u", "ERPSYNC_ERP_PASSWORD=" + testPassword}, Options{Streams: testSpecs, NeedERP: true}, []string{"ERPSYNC_ERP_BASE_URL"}},
+		{"need ERP without username", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_PASSWORD=" + testPassword}, Options{Streams: testSpecs, NeedERP: true}, []string{"ERPSYNC_ERP_USERNAME"}},
+		{"need ERP without password", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_USERNAME=u"}, Options{Streams: testSpecs, NeedERP: true}, []string{"ERPSYNC_ERP_PASSWORD"}},
+		{"plugin without client", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_AUTH=plugin"}, Options{Streams: testSpecs, NeedERP: true}, []string{"ERPSYNC_ERP_CLIENT_ID", "ERPSYNC_ERP_CLIENT_SECRET"}},
+		{"plugin without secret", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_AUTH=plugin", "ERPSYNC_ERP_CLIENT_ID=c"}, Options{Streams: testSpecs, NeedERP: true}, []string{"ERPSYNC_ERP_CLIENT_SECRET"}},
+		{"plugin without id", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_AUTH=plugin", "ERPSYNC_ERP_CLIENT_SECRET=" + testSecret}, Options{Streams: testSpecs, NeedERP: true}, []string{"ERPSYNC_ERP_CLIENT_ID"}},
+		{"client secret twice", []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_AUTH=plugin", "ERPSYNC_ERP_CLIENT_SECRET=" + testSecret, "ERPSYNC_ERP_CLIENT_SECRET_FILE=/x"}, Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_CLIENT_SECRET", "not both"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -499,7 +515,7 @@ func TestLoadEnvErrors(t *testing.T) {
 
 func TestLoadPageSizeRejectsTrailingGarbage(t *testing.T) {
 	for _, v := range []string{"50abc", "1e3", "10 20", "12.5"} {
-		_, err := Load(baseEnv("ERPSYNC_ERP_PAGE_SIZE="+v), Options{})
+		_, err := Load(baseEnv("ERPSYNC_ERP_PAGE_SIZE="+v), Options{Streams: testSpecs})
 		wantConfigError(t, err, "ERPSYNC_ERP_PAGE_SIZE")
 	}
 }
@@ -512,23 +528,23 @@ func TestLoadEnvValues(t *testing.T) {
 		"ERPSYNC_SHUTDOWN_GRACE=1m30s",
 		"ERPSYNC_ERP_PAGE_SIZE=250",
 		"ERPSYNC_ERP_TIMEOUT=15s",
-	), Options{})
+	), Options{Streams: testSpecs})
 	s := cfg.Sources[0]
 	if cfg.LogFormat != "json" || cfg.LogLevel != "error" || cfg.HTTPAddr != "127.0.0.1:9100" || cfg.Shutdown.Grace != 90*time.Second || s.PageSize != 250 || s.Timeout != 15*time.Second {
 		t.Errorf("cfg = %+v", cfg)
 	}
 	for v, want := range map[string]bool{"true": true, "1": true, "YES": true, "false": false, "0": false, "No": false, "": true} {
-		cfg := mustLoad(t, baseEnv("ERPSYNC_AUTO_MIGRATE="+v), Options{})
+		cfg := mustLoad(t, baseEnv("ERPSYNC_AUTO_MIGRATE="+v), Options{Streams: testSpecs})
 		if cfg.AutoMigrate != want {
 			t.Errorf("ERPSYNC_AUTO_MIGRATE=%q: AutoMigrate = %v, want %v", v, cfg.AutoMigrate, want)
 		}
 	}
 	// The variable overrides the file.
 	path := writeFile(t, "c.yaml", "auto_migrate: false\n")
-	if cfg := mustLoad(t, []string{"ERPSYNC_AUTO_MIGRATE=true"}, Options{ConfigFile: path}); !cfg.AutoMigrate {
+	if cfg := mustLoad(t, []string{"ERPSYNC_AUTO_MIGRATE=true"}, Options{Streams: testSpecs, ConfigFile: path}); !cfg.AutoMigrate {
 		t.Error("ERPSYNC_AUTO_MIGRATE=true did not override auto_migrate: false")
 	}
-	if cfg := mustLoad(t, nil, Options{ConfigFile: path}); cfg.AutoMigrate {
+	if cfg := mustLoad(t, nil, Options{Streams: testSpecs, ConfigFile: path}); cfg.AutoMigrate {
 		t.Error("auto_migrate: false ignored")
 	}
 }
@@ -540,9 +556,9 @@ func TestLoadPluginAuth(t *testing.T) {
 		"ERPSYNC_ERP_AUTH=plugin",
 		"ERPSYNC_ERP_CLIENT_ID=client-7",
 		"ERPSYNC_ERP_CLIENT_SECRET_FILE=" + secretFile,
-	}, Options{NeedERP: true})
+	}, Options{Streams: testSpecs, NeedERP: true})
 	s := cfg.Sources[0]
-	if s.Auth != "plugin" || s.PluginScheme != "ERPPlugin" || s.ClientID != "client-7" || s.ClientSecret.Value() != testSecret || s.Password != "" {
+	if s.Logins[0].Auth != "plugin" || s.Logins[0].PluginScheme != "ERPPlugin" || s.Logins[0].ClientID != "client-7" || s.Logins[0].ClientSecret.Value() != testSecret || s.Logins[0].Password != "" {
 		t.Errorf("source = %+v", s)
 	}
 	cfg = mustLoad(t, []string{
@@ -551,15 +567,15 @@ func TestLoadPluginAuth(t *testing.T) {
 		"ERPSYNC_ERP_PLUGIN_SCHEME=AcmeExt",
 		"ERPSYNC_ERP_CLIENT_ID=client-7",
 		"ERPSYNC_ERP_CLIENT_SECRET=" + testSecret,
-	}, Options{NeedERP: true})
-	if s := cfg.Sources[0]; s.PluginScheme != "AcmeExt" || s.ClientSecret.Value() != testSecret {
+	}, Options{Streams: testSpecs, NeedERP: true})
+	if s := cfg.Sources[0]; s.Logins[0].PluginScheme != "AcmeExt" || s.Logins[0].ClientSecret.Value() != testSecret {
 		t.Errorf("source = %+v", s)
 	}
 }
 
 func TestLoadLoopbackHTTP(t *testing.T) {
 	for _, u := range []string{"http://127.0.0.1:8080", "http://localhost", "http://LOCALHOST:9000/erp/", "http://[::1]:1", "http://127.0.0.2", "https://erp.example.com", "https://10.0.0.1:8443/"} {
-		cfg, err := Load(baseEnv("ERPSYNC_ERP_BASE_URL="+u), Options{NeedERP: true})
+		cfg, err := Load(baseEnv("ERPSYNC_ERP_BASE_URL="+u), Options{Streams: testSpecs, NeedERP: true})
 		if err != nil {
 			t.Errorf("%s: %v", u, err)
 			continue
@@ -581,9 +597,6 @@ func TestParseSchedule(t *testing.T) {
 			t.Errorf("ParseSchedule(%q) succeeded, want error", s)
 		}
 	}
-	if DefaultSchedule("invoices") != "@every 5m" || DefaultSchedule("currencies") != "@every 30m" || DefaultSchedule("anything") != "@every 30m" {
-		t.Error("DefaultSchedule changed")
-	}
 }
 
 func TestIsConfigError(t *testing.T) {
@@ -604,8 +617,8 @@ func secretConfig(t *testing.T) Config {
 		"ERPSYNC_ERP_PASSWORD=" + testPassword,
 		"ERPSYNC_ERP_CLIENT_SECRET=" + testSecret,
 		"ERPSYNC_DATABASE_URL=postgres://u:" + testDBPass + "@db/x",
-	}, Options{NeedERP: true})
-	if cfg.Sources[0].Password.Value() != testPassword || cfg.Sources[0].ClientSecret.Value() != testSecret {
+	}, Options{Streams: testSpecs, NeedERP: true})
+	if cfg.Sources[0].Logins[0].Password.Value() != testPassword || cfg.Sources[0].Logins[0].ClientSecret.Value() != testSecret {
 		t.Fatalf("secrets not loaded: %+v", cfg.Sources[0])
 	}
 	return cfg
@@ -618,12 +631,12 @@ func TestSecretNeverFormatted(t *testing.T) {
 	// structs: a careless log line may use any of them.
 	var out strings.Builder
 	for _, verb := range []string{"%v", "%s", "%+v", "%#v", "%q", "%x", "%X"} {
-		for _, v := range []any{cfg, &cfg, src, &src, cfg.Sources, src.Password, src.ClientSecret, cfg.DatabaseURL, []Secret{src.Password}, map[string]any{"pw": src.Password}} {
+		for _, v := range []any{cfg, &cfg, src, &src, cfg.Sources, src.Logins[0].Password, src.Logins[0].ClientSecret, cfg.DatabaseURL, []Secret{src.Logins[0].Password}, map[string]any{"pw": src.Logins[0].Password}} {
 			fmt.Fprintf(&out, verb+"\n", v)
 		}
 	}
-	fmt.Fprintln(&out, cfg, src, src.Password)
-	fmt.Fprint(&out, cfg, src, src.Password)
+	fmt.Fprintln(&out, cfg, src, src.Logins[0].Password)
+	fmt.Fprint(&out, cfg, src, src.Logins[0].Password)
 	for _, s := range []string{testPassword, testSecret, testDBPass} {
 		if strings.Contains(out.String(), s) {
 			t.Errorf("a formatted Config shows the secret %q:\n%s", s, out.String())
@@ -633,7 +646,7 @@ func TestSecretNeverFormatted(t *testing.T) {
 		t.Errorf("no mask in %s", out.String())
 	}
 	var buf bytes.Buffer
-	slog.New(slog.NewTextHandler(&buf, nil)).Info("config", "cfg", cfg, "password", src.Password, "source", src)
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("config", "cfg", cfg, "password", src.Logins[0].Password, "source", src)
 	if s := buf.String(); strings.Contains(s, testPassword) || strings.Contains(s, testSecret) || strings.Contains(s, testDBPass) {
 		t.Errorf("slog text output shows a secret: %s", s)
 	}
@@ -644,7 +657,7 @@ func TestSecretWrongVerb(t *testing.T) {
 	src := cfg.Sources[0]
 	var out strings.Builder
 	for _, verb := range []string{"%d", "%t", "%f", "%c"} {
-		for _, v := range []any{cfg, src, src.Password, cfg.DatabaseURL} {
+		for _, v := range []any{cfg, src, src.Logins[0].Password, cfg.DatabaseURL} {
 			fmt.Fprintf(&out, verb+"\n", v)
 		}
 	}
@@ -662,7 +675,7 @@ func TestSecretNeverMarshalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "cfg", cfg, "password", cfg.Sources[0].Password)
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "cfg", cfg, "password", cfg.Sources[0].Logins[0].Password)
 	for _, out := range []string{string(b), buf.String()} {
 		for _, s := range []string{testPassword, testSecret, testDBPass} {
 			if strings.Contains(out, s) {
@@ -675,22 +688,22 @@ func TestSecretNeverMarshalled(t *testing.T) {
 // Settings of real installations: the answer size cap and the messaging
 // prefix, from the environment or per source in the file.
 func TestInstallationSettings(t *testing.T) {
-	cfg := mustLoad(t, baseEnv(), Options{})
+	cfg := mustLoad(t, baseEnv(), Options{Streams: testSpecs})
 	if s := cfg.Sources[0]; s.MaxResponse != 64<<20 || s.MessagingPrefix != "/messaging" || s.Keys.MaxResponse != "ERPSYNC_ERP_MAX_RESPONSE" {
 		t.Errorf("defaults: max %d, prefix %q, key %q", s.MaxResponse, s.MessagingPrefix, s.Keys.MaxResponse)
 	}
 	for in, want := range map[string]int64{"128MiB": 128 << 20, "100MB": 100e6, "1GiB": 1 << 30, "1048576": 1 << 20, "512KiB": 512 << 10} {
-		cfg := mustLoad(t, baseEnv("ERPSYNC_ERP_MAX_RESPONSE="+in, "ERPSYNC_ERP_MESSAGING_PREFIX=/chat"), Options{})
+		cfg := mustLoad(t, baseEnv("ERPSYNC_ERP_MAX_RESPONSE="+in, "ERPSYNC_ERP_MESSAGING_PREFIX=/chat"), Options{Streams: testSpecs})
 		if s := cfg.Sources[0]; s.MaxResponse != want || s.MessagingPrefix != "/chat" {
 			t.Errorf("%s: max %d prefix %q, want %d /chat", in, s.MaxResponse, s.MessagingPrefix, want)
 		}
 	}
 	for _, bad := range []string{"lots", "-1MiB", "10KiB", "64 MiB x"} {
-		_, err := Load(baseEnv("ERPSYNC_ERP_MAX_RESPONSE="+bad), Options{})
+		_, err := Load(baseEnv("ERPSYNC_ERP_MAX_RESPONSE="+bad), Options{Streams: testSpecs})
 		wantConfigError(t, err, "ERPSYNC_ERP_MAX_RESPONSE")
 	}
 	for _, bad := range []string{"messaging", "/messaging/", "/m?x"} {
-		_, err := Load(baseEnv("ERPSYNC_ERP_MESSAGING_PREFIX="+bad), Options{})
+		_, err := Load(baseEnv("ERPSYNC_ERP_MESSAGING_PREFIX="+bad), Options{Streams: testSpecs})
 		wantConfigError(t, err, "ERPSYNC_ERP_MESSAGING_PREFIX", "messaging_prefix")
 	}
 	file := writeFile(t, "erpsync.yaml", `
@@ -706,22 +719,22 @@ sources:
     username: u
     password_file: `+writeFile(t, "pw", "secret\n")+`
 `)
-	cfg = mustLoad(t, []string{"ERPSYNC_CONFIG=" + file, "A_PASSWORD=x"}, Options{})
+	cfg = mustLoad(t, []string{"ERPSYNC_CONFIG=" + file, "A_PASSWORD=x"}, Options{Streams: testSpecs})
 	a, b := cfg.Sources[0], cfg.Sources[1]
 	if a.MaxResponse != 8<<20 || a.MessagingPrefix != "/chat" || a.Keys.MaxResponse != "sources[0].max_response" {
 		t.Errorf("source a: %d %q %q", a.MaxResponse, a.MessagingPrefix, a.Keys.MaxResponse)
 	}
 	// Errors name the settings the operator actually wrote.
-	if got := a.CredentialKeys(); got != "sources[0].username and A_PASSWORD (sources[0].password_env)" {
+	if got := a.Logins[0].CredentialKeys(); got != "sources[0].username and A_PASSWORD (sources[0].password_env)" {
 		t.Errorf("source a credentials: %q", got)
 	}
-	if got := b.CredentialKeys(); got != "sources[1].username and sources[1].password_file" {
+	if got := b.Logins[0].CredentialKeys(); got != "sources[1].username and sources[1].password_file" {
 		t.Errorf("source b credentials: %q", got)
 	}
-	if got := mustLoad(t, baseEnv(), Options{}).Sources[0].CredentialKeys(); got != "ERPSYNC_ERP_USERNAME and ERPSYNC_ERP_PASSWORD" {
+	if got := mustLoad(t, baseEnv(), Options{Streams: testSpecs}).Sources[0].Logins[0].CredentialKeys(); got != "ERPSYNC_ERP_USERNAME and ERPSYNC_ERP_PASSWORD" {
 		t.Errorf("environment credentials: %q", got)
 	}
-	_, err := Load([]string{"ERPSYNC_CONFIG=" + writeFile(t, "bad.yaml", "sources:\n  - name: a\n    max_response: huge\n")}, Options{})
+	_, err := Load([]string{"ERPSYNC_CONFIG=" + writeFile(t, "bad.yaml", "sources:\n  - name: a\n    max_response: huge\n")}, Options{Streams: testSpecs})
 	wantConfigError(t, err, "sources[0].max_response")
 }
 
@@ -739,8 +752,7 @@ func historyOf(s Source) string {
 }
 
 func TestLoadHistory(t *testing.T) {
-	can := []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations", "messaging_messages"}
-	opts := Options{HistoryStreams: can}
+	opts := Options{Streams: testSpecs}
 	path := writeFile(t, "c.yaml", `
 sources:
   - base_url: https://erp.example.com
@@ -752,13 +764,13 @@ sources:
       messaging_messages: {history: true}
 `)
 	env := []string{"MY_ERP_PASSWORD=" + testPassword}
-	cfg := mustLoad(t, env, Options{ConfigFile: path, HistoryStreams: can})
+	cfg := mustLoad(t, env, Options{Streams: testSpecs, ConfigFile: path})
 	if got, want := historyOf(cfg.Sources[0]), "cashboxes=default; invoices=off; messaging_messages=on"; got != want {
 		t.Errorf("from the file: %s, want %s", got, want)
 	}
 
 	// ERPSYNC_HISTORY names the streams that keep it, everywhere.
-	cfg = mustLoad(t, append(env, "ERPSYNC_HISTORY=cashboxes"), Options{ConfigFile: path, HistoryStreams: can})
+	cfg = mustLoad(t, append(env, "ERPSYNC_HISTORY=cashboxes"), Options{Streams: testSpecs, ConfigFile: path})
 	if got, want := historyOf(cfg.Sources[0]), "cashboxes=on; invoices=off; messaging_messages=off"; got != want {
 		t.Errorf("with ERPSYNC_HISTORY: %s, want %s", got, want)
 	}
@@ -774,4 +786,126 @@ sources:
 	// Asking history of a stream that has no history table is an error.
 	_, err := Load(baseEnv("ERPSYNC_STREAMS=invoices,balance_sheet", "ERPSYNC_HISTORY=balance_sheet"), opts)
 	wantConfigError(t, err, "balance_sheet", "keeps no history", "ERPSYNC_HISTORY")
+}
+
+func TestLoadLogins(t *testing.T) {
+	dir := t.TempDir()
+	riyadh, jeddah := filepath.Join(dir, "riyadh"), filepath.Join(dir, "jeddah")
+	os.WriteFile(riyadh, []byte(testPassword+"\n"), 0o600)
+	os.WriteFile(jeddah, []byte("jeddah-pw\n"), 0o600)
+	path := writeFile(t, "c.yaml", fmt.Sprintf(`
+sources:
+  - name: main
+    base_url: https://erp.example.com
+    logins:
+      - {username: sync-riyadh, password_file: %s}
+      - {username: sync-jeddah, password_file: %s}
+      - {auth: plugin, client_id: ext-1, client_secret_env: EXT_SECRET}
+`, riyadh, jeddah))
+	cfg := mustLoad(t, []string{"EXT_SECRET=" + testSecret}, Options{Streams: testSpecs, ConfigFile: path, NeedERP: true})
+	ls := cfg.Sources[0].Logins
+	if len(ls) != 3 || ls[0].Name() != "sync-riyadh" || ls[0].Password.Value() != testPassword || ls[1].Name() != "sync-jeddah" ||
+		ls[1].Password.Value() != "jeddah-pw" || ls[2].Name() != "ext-1" || ls[2].Auth != "plugin" || ls[2].ClientSecret.Value() != testSecret {
+		t.Fatalf("logins = %+v", ls)
+	}
+	if got := ls[1].CredentialKeys(); got != "sources[0].logins[1].username and sources[0].logins[1].password_file" {
+		t.Errorf("credential keys of the second login = %q", got)
+	}
+
+	// The single-login keys and a list of logins on one source are an
+	// error naming both.
+	both := writeFile(t, "both.yaml", fmt.Sprintf(`
+sources:
+  - base_url: https://erp.example.com
+    username: someone
+    logins:
+      - {username: sync-riyadh, password_file: %s}
+`, riyadh))
+	_, err := Load(nil, Options{Streams: testSpecs, ConfigFile: both, NeedERP: true})
+	wantConfigError(t, err, "sources[0]: logins", "sources[0].username")
+	// So are the single-login variables on a source that lists logins.
+	_, err = Load([]string{"ERPSYNC_SOURCE=main", "ERPSYNC_ERP_USERNAME=x", "ERPSYNC_ERP_PASSWORD=" + testPassword, "EXT_SECRET=s"},
+		Options{Streams: testSpecs, ConfigFile: path, NeedERP: true})
+	wantConfigError(t, err, "logins", "ERPSYNC_ERP_USERNAME", "ERPSYNC_ERP_PASSWORD")
+	// ... but not on another source of the file.
+	mustLoad(t, []string{"ERPSYNC_SOURCE=other", "ERPSYNC_ERP_BASE_URL=https://other.example.com", "ERPSYNC_ERP_USERNAME=x",
+		"ERPSYNC_ERP_PASSWORD=" + testPassword, "EXT_SECRET=s"}, Options{Streams: testSpecs, ConfigFile: path, NeedERP: true})
+
+	twice := writeFile(t, "twice.yaml", fmt.Sprintf(`
+sources:
+  - base_url: https://erp.example.com
+    logins:
+      - {username: sync, password_file: %[1]s}
+      - {username: sync, password_file: %[1]s}
+`, riyadh))
+	_, err = Load(nil, Options{Streams: testSpecs, ConfigFile: twice, NeedERP: true})
+	wantConfigError(t, err, `login "sync" is listed twice`)
+
+	nopw := writeFile(t, "nopw.yaml", `
+sources:
+  - base_url: https://erp.example.com
+    logins:
+      - {username: sync}
+`)
+	_, err = Load(nil, Options{Streams: testSpecs, ConfigFile: nopw, NeedERP: true})
+	wantConfigError(t, err, "sources[0].logins[0].password_file")
+}
+
+func TestLoadRequestBudget(t *testing.T) {
+	cfg := mustLoad(t, baseEnv(), Options{Streams: testSpecs})
+	if s := cfg.Sources[0]; s.MaxConcurrentRequests != 2 || s.MaxRequestsPerSecond != 0 {
+		t.Errorf("defaults: %d concurrent, %g per second", s.MaxConcurrentRequests, s.MaxRequestsPerSecond)
+	}
+	cfg = mustLoad(t, baseEnv("ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS=4", "ERPSYNC_ERP_MAX_REQUESTS_PER_SECOND=2.5"), Options{Streams: testSpecs})
+	if s := cfg.Sources[0]; s.MaxConcurrentRequests != 4 || s.MaxRequestsPerSecond != 2.5 {
+		t.Errorf("from the environment: %d concurrent, %g per second", s.MaxConcurrentRequests, s.MaxRequestsPerSecond)
+	}
+	path := writeFile(t, "c.yaml", `
+sources:
+  - base_url: https://erp.example.com
+    username: u
+    password_env: P
+    max_concurrent_requests: 1
+    max_requests_per_second: 10
+`)
+	cfg = mustLoad(t, []string{"P=" + testPassword}, Options{Streams: testSpecs, ConfigFile: path})
+	if s := cfg.Sources[0]; s.MaxConcurrentRequests != 1 || s.MaxRequestsPerSecond != 10 {
+		t.Errorf("from the file: %d concurrent, %g per second", s.MaxConcurrentRequests, s.MaxRequestsPerSecond)
+	}
+	for _, bad := range []struct{ env, want string }{
+		{"ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS=0", "ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS"},
+		{"ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS=two", "ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS"},
+		{"ERPSYNC_ERP_MAX_REQUESTS_PER_SECOND=-1", "ERPSYNC_ERP_MAX_REQUESTS_PER_SECOND"},
+	} {
+		_, err := Load(baseEnv(bad.env), Options{Streams: testSpecs})
+		wantConfigError(t, err, bad.want)
+	}
+}
+
+func TestLoadStreamSettings(t *testing.T) {
+	path := writeFile(t, "c.yaml", `
+sources:
+  - base_url: https://erp.example.com
+    username: u
+    password_env: P
+    streams:
+      balance_sheet: {months: 36}
+      invoices: {}
+`)
+	env := []string{"P=" + testPassword}
+	cfg := mustLoad(t, env, Options{Streams: testSpecs, ConfigFile: path})
+	bs, _ := cfg.Sources[0].Stream("balance_sheet")
+	if bs.Settings["months"] != "36" || bs.Settings["reread_months"] != "3" {
+		t.Errorf("balance_sheet settings = %v, want months 36 and the default reread_months 3", bs.Settings)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"balance_sheet: {monthz: 3}", "sources[0].streams.balance_sheet.monthz: unknown setting; balance_sheet takes schedule, history, months, reread_months"},
+		{"balance_sheet: {months: many}", `sources[0].streams.balance_sheet.months: "many": not a number of months`},
+		{"invoices: {months: 3}", "sources[0].streams.invoices.months: unknown setting; invoices takes schedule, history"},
+		{"invoices: {history: maybe}", "sources[0].streams.invoices.history"},
+	} {
+		p := writeFile(t, "bad.yaml", "sources:\n  - base_url: https://erp.example.com\n    username: u\n    password_env: P\n    streams:\n      "+bad.yaml+"\n")
+		_, err := Load(env, Options{Streams: testSpecs, ConfigFile: p})
+		wantConfigError(t, err, bad.want)
+	}
 }

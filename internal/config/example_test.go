@@ -25,17 +25,17 @@ func TestExampleConfigLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := Load([]string{"ERPSYNC_DATABASE_URL=postgres://localhost/x"}, Options{ConfigFile: path, NeedERP: true,
-		KnownStreams: []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"}})
+		Streams: []StreamSpec{{Name: "invoices", Core: true}, {Name: "currencies", Core: true}, {Name: "cashboxes", Core: true}, {Name: "cashbox_reconciliations", Core: true}}})
 	if err != nil {
 		t.Fatalf("example config: %v", err)
 	}
-	if len(cfg.Sources) != 2 || cfg.Sources[0].Name != "main" || cfg.Sources[1].Auth != "plugin" {
+	if len(cfg.Sources) != 2 || cfg.Sources[0].Name != "main" || cfg.Sources[1].Logins[0].Auth != "plugin" {
 		t.Fatalf("sources = %+v", cfg.Sources)
 	}
 	if sc, _ := cfg.Sources[0].Stream("currencies"); sc.Schedule != "CRON_TZ=Europe/Berlin 0 6 * * *" {
 		t.Errorf("currencies schedule = %q", sc.Schedule)
 	}
-	if cfg.Sources[0].Password.Value() != "s3cret" {
+	if cfg.Sources[0].Logins[0].Password.Value() != "s3cret" {
 		t.Errorf("password file not read")
 	}
 }

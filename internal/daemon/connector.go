@@ -3,31 +3,36 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
+	gosync "sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erpsync/erpsync/internal/backoff"
 	"github.com/erpsync/erpsync/internal/db"
 )
 
-// connector waits for the database, brings the schema to this binary's
-// version (or refuses one that is behind, with auto-migrate off) and
-// holds two pools, sized on purpose: one for the runs, one connection per
-// run allowed at once (a run holds its stream's lock on its connection
-// for its whole life, ERP waits included); and a small one for
-// everything else (/readyz, retention), which runs therefore never
-// starve.
-type connector struct {
-	d        *Daemon
-	service  atomic.Pointer[pgxpool.Pool]
-	runsPool atomic.Pointer[pgxpool.Pool]
+// connectorDeps are what the connector needs.
+type connectorDeps struct {
+	URL, MigrateURL string
+	AutoMigrate     bool
+	Runs            int // runs allowed at once: the runs pool's size
+	Limits          db.Option
+	Log             *slog.Logger
+	Clock           Clock
 }
 
-// servicePoolSize: /readyz, retention and migrations (goose's session lock
-// plus its connection) each need one at a time.
-const servicePoolSize = 3
+// connector waits for the database, brings the schema to this binary's
+// version (or refuses one that is behind, with auto-migrate off) and owns
+// the process's pools (db.OpenPools: one connection per run allowed at
+// once, and a few for everything else).
+type connector struct {
+	deps     connectorDeps
+	pools    atomic.Pointer[db.Pools]
+	stopOnce gosync.Once
+}
+
+func newConnector(deps connectorDeps) *connector { return &connector{deps: deps} }
 
 // reconnect is how long the connector waits between attempts to reach the
 // database: a Postgres restart or a replica started first must not make
@@ -36,22 +41,15 @@ var reconnect = backoff.Policy{Base: time.Second, Max: 30 * time.Second}
 
 // Start returns once the schema is ready, or ctx's error if it ended first.
 func (c *connector) Start(ctx context.Context) error {
-	cfg := c.d.Cfg
-	limits := db.WithLimits(cfg.Database.LockTimeout, cfg.Database.StatementTimeout, cfg.Database.IdleInTxTimeout)
+	d := c.deps
 	for attempt := 1; ; attempt++ {
-		pool, err := db.Open(ctx, cfg.DatabaseURL.Value(), db.WithMaxConns(servicePoolSize), limits)
+		pools, err := db.OpenPools(ctx, d.URL, d.Runs, d.Limits)
 		if err == nil {
-			if err := db.EnsureSchema(ctx, pool, cfg.AutoMigrate, cfg.MigrateDatabaseURL.Value(), c.d.Log); err != nil {
-				pool.Close()
+			if err := db.EnsureSchema(ctx, pools.Service, d.AutoMigrate, d.MigrateURL, d.Log); err != nil {
+				pools.Close()
 				return err
 			}
-			runs, err := db.Open(ctx, cfg.DatabaseURL.Value(), db.WithMaxConns(cfg.MaxConcurrentRuns), limits)
-			if err != nil {
-				pool.Close()
-				return err
-			}
-			c.service.Store(pool)
-			c.runsPool.Store(runs)
+			c.pools.Store(pools)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -61,27 +59,23 @@ func (c *connector) Start(ctx context.Context) error {
 			return err
 		}
 		wait := reconnect.Delay(attempt)
-		c.d.Log.Error("database unreachable; retrying", "err", err, "retry_in", wait.Round(time.Millisecond))
+		d.Log.Error("database unreachable; retrying", "err", err, "retry_in", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-d.Clock.After(wait):
 		}
 	}
 }
 
+// Stop closes the pools.
 func (c *connector) Stop() {
-	for _, p := range []*pgxpool.Pool{c.runsPool.Load(), c.service.Load()} {
-		if p != nil {
+	c.stopOnce.Do(func() {
+		if p := c.pools.Load(); p != nil {
 			p.Close()
 		}
-	}
+	})
 }
 
-// pool is the service pool, nil until the connector reached the database.
-func (d *Daemon) pool() *pgxpool.Pool {
-	if d.conn == nil {
-		return nil
-	}
-	return d.conn.service.Load()
-}
+// Pools are the process's pools, nil until the database was reached.
+func (c *connector) Pools() *db.Pools { return c.pools.Load() }

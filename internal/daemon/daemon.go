@@ -5,6 +5,12 @@
 // pruner of old bookkeeping; the scheduler last, so runs stop before
 // anything they use goes away. The whole stop fits the configured
 // shutdown timeout: grace, abort, revoke and HTTP phases in turn.
+//
+// Each service gets what it needs and nothing else: its settings, a
+// logger, a clock, and functions for what another service owns (the pools
+// are the connector's, the warnings the scheduler's, readiness the
+// endpoints'). Start and Stop are each called once by Run; Stop may be
+// called again and does nothing then.
 package daemon
 
 import (
@@ -12,11 +18,10 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	gosync "sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/config"
+	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/sync"
 )
@@ -34,13 +39,8 @@ type Daemon struct {
 	// (at most half a job's interval), so that a replica with hundreds of
 	// jobs does not start them all at once. 0 starts them at once.
 	StartSpread time.Duration
-
-	conn     *connector
-	stopping atomic.Bool
-	readyMu  gosync.Mutex // orders ready-gauge updates against shutdown
-	// stuck holds, by "source/stream", what /readyz reports of a stream
-	// whose lock another process has held too long.
-	stuck gosync.Map
+	// Clock is the services' clock; nil is the real one.
+	Clock Clock
 }
 
 // service is one part of the daemon. Start returns once the service runs
@@ -56,12 +56,42 @@ type service interface {
 // in flight finish within the grace period, tokens are revoked, the pool
 // closes, the endpoints shut down. ln is the endpoints' listener.
 func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
-	web := &endpoints{d: d, ln: ln}
-	d.conn = &connector{d: d}
-	services := []service{web, &revoker{d: d}, d.conn, &pruner{d: d}, &scheduler{d: d}}
+	clock := d.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	cfg := d.Cfg
+	conn := newConnector(connectorDeps{
+		URL: cfg.DatabaseURL.Value(), MigrateURL: cfg.MigrateDatabaseURL.Value(), AutoMigrate: cfg.AutoMigrate,
+		Runs:   cfg.MaxConcurrentRuns,
+		Limits: db.WithLimits(cfg.Database.LockTimeout, cfg.Database.StatementTimeout, cfg.Database.IdleInTxTimeout),
+		Log:    d.Log, Clock: clock,
+	})
+	var targets []sync.Target
+	for _, src := range cfg.Sources {
+		targets = append(targets, d.Targets[src.Name])
+	}
+	sched := newScheduler(schedulerDeps{
+		Sources: cfg.Sources, Catalog: d.Catalog, Targets: d.Targets, Pools: conn.Pools,
+		MaxRuns: cfg.MaxConcurrentRuns, Prefetch: d.Prefetch, StartSpread: d.StartSpread,
+		Grace: cfg.Shutdown.Grace, Abort: cfg.Shutdown.Abort,
+		Log: d.Log, Clock: clock, Metrics: d.Metrics, Observer: d.Metrics,
+	})
+	web := newEndpoints(endpointsDeps{
+		Listener: ln, Log: d.Log, Metrics: d.Metrics, Warnings: sched.Warnings, ShutdownTimeout: cfg.Shutdown.HTTP,
+		Ready: func(ctx context.Context) error { return databaseReady(ctx, conn.Pools()) },
+	})
+	services := []service{
+		web,
+		newRevoker(revokerDeps{Targets: targets, Timeout: cfg.Shutdown.Revoke, Log: d.Log}),
+		conn,
+		newPruner(prunerDeps{Pool: func() *db.Pools { return conn.Pools() }, Retention: cfg.Retention, Keep: pruneKeep,
+			Every: pruneEvery, First: time.Minute, Log: d.Log, Clock: clock, Metrics: d.Metrics}),
+		sched,
+	}
 	started := 0
 	defer func() {
-		d.setStopping()
+		web.Drain()
 		for i := started - 1; i >= 0; i-- {
 			services[i].Stop()
 		}
@@ -76,25 +106,29 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 		}
 		started++
 	}
-	d.Metrics.SetReady(true)
+	web.Serving()
 	d.Log.Info("erpsync running", "addr", ln.Addr().String())
 
 	// A failing HTTP server is a failure of the daemon, but it still goes
 	// through the whole shutdown: runs stop, tokens are revoked.
 	select {
 	case <-ctx.Done():
-		d.Log.Info("shutting down: no new runs; letting commits in flight finish", "grace", d.Cfg.Shutdown.Grace)
+		d.Log.Info("shutting down: no new runs; letting commits in flight finish", "grace", cfg.Shutdown.Grace)
 		return nil
-	case err := <-web.failed:
+	case err := <-web.Failed():
 		d.Log.Error("http server failed; shutting down", "err", err)
 		return err
 	}
 }
 
-// setStopping marks shutdown: no run begins and /readyz says no.
-func (d *Daemon) setStopping() {
-	d.readyMu.Lock()
-	defer d.readyMu.Unlock()
-	d.stopping.Store(true)
-	d.Metrics.SetReady(false)
+// Clock is the time a service lives by; tests give services a clock they
+// move themselves.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
 }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

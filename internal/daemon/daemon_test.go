@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,6 +91,8 @@ type source struct {
 	streams  []string
 	schedule string // default @every 1s
 	pageSize int    // default 50
+	// maxRequests is the source's max_concurrent_requests (default 2).
+	maxRequests int
 }
 
 type harness struct {
@@ -173,8 +176,9 @@ func (h *harness) start(dbURL string, grace time.Duration, srcs ...source) {
 		if sched == "" {
 			sched = "@every 1s"
 		}
-		src := config.Source{Name: s.name, BaseURL: s.baseURL, Auth: "token", Username: goodUser,
-			Password: config.Secret(pw), PageSize: ps, Timeout: 30 * time.Second}
+		src := config.Source{Name: s.name, BaseURL: s.baseURL, PageSize: ps, Timeout: 30 * time.Second,
+			Logins:                []config.Login{{Auth: "token", Username: goodUser, Password: config.Secret(pw)}},
+			MaxConcurrentRequests: cmp.Or(s.maxRequests, config.DefaultMaxConcurrentRequests)}
 		for _, st := range s.streams {
 			src.Streams = append(src.Streams, config.StreamConfig{Name: st, Schedule: sched})
 		}
@@ -184,7 +188,7 @@ func (h *harness) start(dbURL string, grace time.Duration, srcs ...source) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		targets[s.name] = sync.Target{Source: s.name, Client: c, PageSize: ps, Prefixes: map[string]string{"messaging": "/messaging"}}
+		targets[s.name] = sync.Target{Source: s.name, Logins: []sync.Login{{Name: "erpsync", Client: c}}, PageSize: ps, Prefixes: map[string]string{"messaging": "/messaging"}}
 	}
 	cat := streams.MustDefault()
 	for _, st := range h.extra {
@@ -527,11 +531,11 @@ func TestFailingSourceIsIsolated(t *testing.T) {
 	h := newHarness(t)
 	_, goodURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
 	badSim, badURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
-	streams := config.CoreStreams
+	core := streams.MustDefault().Core()
 	started := time.Now()
 	h.start("", 10*time.Second,
-		source{name: "good", baseURL: goodURL, streams: streams},
-		source{name: "bad", baseURL: badURL, password: "not-the-password", streams: streams})
+		source{name: "good", baseURL: goodURL, streams: core},
+		source{name: "bad", baseURL: badURL, password: "not-the-password", streams: core})
 
 	// ~5 s of 1-second ticks: long enough for a source that does not back
 	// off to log in again and again.
@@ -539,7 +543,7 @@ func TestFailingSourceIsIsolated(t *testing.T) {
 		if time.Since(started) < 5*time.Second {
 			return false, nil
 		}
-		for _, s := range streams {
+		for _, s := range core {
 			rs, err := h.queryRuns("good", s)
 			if err != nil || countStatus(rs, model.StatusSucceeded) < 3 {
 				return false, err
@@ -548,7 +552,7 @@ func TestFailingSourceIsIsolated(t *testing.T) {
 		return true, nil
 	})
 
-	for _, s := range streams {
+	for _, s := range core {
 		for _, r := range h.runs("good", s) {
 			if r.status != model.StatusSucceeded && r.status != model.StatusRunning {
 				t.Errorf("good source: run %v; the other source's failures must not affect it", r)
@@ -586,7 +590,7 @@ func TestFailingSourceIsIsolated(t *testing.T) {
 	}
 
 	fams, body := h.scrape()
-	for _, s := range streams {
+	for _, s := range core {
 		if v := h.metric(fams, "erpsync_last_run_failed", map[string]string{"source": "bad", "stream": s}); v != 1 {
 			t.Errorf("erpsync_last_run_failed{source=bad,stream=%s} = %v, want 1", s, v)
 		}

@@ -28,7 +28,8 @@ func TestReadyzWithMoreStreamsThanConnections(t *testing.T) {
 	sim, simURL := newSim(t, erpsim.Options{Invoices: 200, PageSizeCap: 50})
 	streams := []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations", "journal_entries",
 		"payment_vouchers", "receipt_vouchers", "messaging_queue"}
-	h.start("", 10*time.Second, source{name: "default", baseURL: simURL, streams: streams, schedule: "@every 1s"})
+	// A request budget larger than the slots: the slots are what is tested.
+	h.start("", 10*time.Second, source{name: "default", baseURL: simURL, streams: streams, schedule: "@every 1s", maxRequests: 8})
 	h.waitReady(30 * time.Second)
 	sim.SetLatency(700 * time.Millisecond)
 

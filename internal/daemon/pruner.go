@@ -2,19 +2,34 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
+	gosync "sync"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/db"
 )
 
-// pruner keeps the bookkeeping tables from growing forever: every hour it
-// removes runs older than the retention (keeping each stream's last
-// pruneKeep runs) and rejected records not rejected again within it.
+// prunerDeps are what the pruner needs.
+type prunerDeps struct {
+	Pool      func() *db.Pools
+	Retention time.Duration
+	Keep      int           // runs kept per stream, however old
+	Every     time.Duration // between two prunings
+	First     time.Duration // before the first: not in the rush of start-up
+	Log       *slog.Logger
+	Clock     Clock
+	Metrics   interface{ Pruned(table string, n int64) }
+}
+
+// pruner keeps the bookkeeping tables from growing forever: every so
+// often it removes runs older than the retention (keeping each stream's
+// last Keep runs) and rejected records not rejected again within it.
 // Replicas may prune at the same time: deleting twice is harmless.
 type pruner struct {
-	d    *Daemon
-	stop context.CancelFunc
-	done chan struct{}
+	deps     prunerDeps
+	stop     context.CancelFunc
+	done     chan struct{}
+	stopOnce gosync.Once
 }
 
 const (
@@ -22,40 +37,46 @@ const (
 	pruneKeep  = 20
 )
 
+func newPruner(deps prunerDeps) *pruner { return &pruner{deps: deps, done: make(chan struct{})} }
+
 func (p *pruner) Start(ctx context.Context) error {
 	ctx, p.stop = context.WithCancel(context.WithoutCancel(ctx))
-	p.done = make(chan struct{})
 	go func() {
 		defer close(p.done)
-		t := time.NewTimer(time.Minute) // not in the rush of start-up
-		defer t.Stop()
+		wait := p.deps.First
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-p.deps.Clock.After(wait):
 			}
 			p.prune(ctx)
-			t.Reset(pruneEvery)
+			wait = p.deps.Every
 		}
 	}()
 	return nil
 }
 
 func (p *pruner) Stop() {
-	p.stop()
-	<-p.done
+	p.stopOnce.Do(func() {
+		p.stop()
+		<-p.done
+	})
 }
 
 func (p *pruner) prune(ctx context.Context) {
-	runs, rejected, err := db.Prune(ctx, p.d.pool(), p.d.Cfg.Retention, pruneKeep)
-	p.d.Metrics.Pruned("sync_runs", runs)
-	p.d.Metrics.Pruned("rejected_records", rejected)
+	pools := p.deps.Pool()
+	if pools == nil {
+		return
+	}
+	runs, rejected, err := db.Prune(ctx, pools.Service, p.deps.Retention, p.deps.Keep)
+	p.deps.Metrics.Pruned("sync_runs", runs)
+	p.deps.Metrics.Pruned("rejected_records", rejected)
 	if err != nil {
-		p.d.Log.Warn("retention: pruning failed; will try again", "err", err)
+		p.deps.Log.Warn("retention: pruning failed; will try again", "err", err)
 		return
 	}
 	if runs+rejected > 0 {
-		p.d.Log.Info("retention: pruned old bookkeeping", "sync_runs", runs, "rejected_records", rejected, "older_than", p.d.Cfg.Retention)
+		p.deps.Log.Info("retention: pruned old bookkeeping", "sync_runs", runs, "rejected_records", rejected, "older_than", p.deps.Retention)
 	}
 }

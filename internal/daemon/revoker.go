@@ -2,27 +2,34 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	gosync "sync"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
-// revoker revokes every source's ERP token when it stops, which is after
-// the scheduler stopped: no run needs a token any more.
-type revoker struct{ d *Daemon }
+// revokerDeps are what the revoker needs.
+type revokerDeps struct {
+	Targets []sync.Target
+	Timeout time.Duration
+	Log     *slog.Logger
+}
+
+// revoker revokes the ERP token of every login of every source when it
+// stops, which is after the scheduler stopped: no run needs a token any
+// more.
+type revoker struct {
+	deps     revokerDeps
+	stopOnce gosync.Once
+}
+
+func newRevoker(deps revokerDeps) *revoker { return &revoker{deps: deps} }
 
 func (*revoker) Start(context.Context) error { return nil }
 
-// Stop revokes the tokens of all sources at once, within the shutdown's
-// revoke phase.
+// Stop revokes the tokens, all at once, within the shutdown's revoke
+// phase.
 func (r *revoker) Stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), r.d.Cfg.Shutdown.Revoke)
-	defer cancel()
-	var wg gosync.WaitGroup
-	for name, t := range r.d.Targets {
-		wg.Go(func() {
-			if err := t.Client.Close(ctx); err != nil {
-				r.d.Log.Warn("could not revoke the ERP token", "source", name, "err", err)
-			}
-		})
-	}
-	wg.Wait()
+	r.stopOnce.Do(func() { sync.RevokeTokens(r.deps.Targets, r.deps.Timeout, r.deps.Log) })
 }

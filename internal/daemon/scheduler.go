@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	gosync "sync"
 	"time"
 
@@ -20,34 +21,82 @@ import (
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
+// schedulerDeps are what the scheduler needs.
+type schedulerDeps struct {
+	Sources     []config.Source
+	Catalog     *sync.Catalog
+	Targets     map[string]sync.Target // by source name
+	Pools       func() *db.Pools       // the connector's, ready before Start
+	MaxRuns     int                    // runs at once in the process
+	Prefetch    int
+	StartSpread time.Duration
+	// Grace and Abort bound a stop: runs get Grace to commit what they
+	// are writing, then are cancelled and get Abort to end.
+	Grace, Abort time.Duration
+	Log          *slog.Logger
+	Clock        Clock
+	Metrics      schedulerMetrics
+	Observer     sync.Observer
+}
+
+// schedulerMetrics is what the scheduler reports.
+type schedulerMetrics interface {
+	Declare(source, stream string, logins []string, interval time.Duration)
+	Skipped(source, stream, reason string)
+	LockHeldByOther(source, stream string, d time.Duration)
+	BudgetWait(source string, d time.Duration)
+}
+
 // scheduler runs every (source, stream) on its schedule: one goroutine per
-// job, which sleeps until the schedule's next time, takes one of the
-// process's run slots, runs the stream, and computes the next time from
-// when the run ended. A run therefore never overlaps the previous one of
-// its job, and ticks that fall during a run are skipped rather than
-// queued. A job waits for a slot at most until its next tick; past that
-// the tick is skipped and counted.
+// job, which sleeps until the schedule's next time, takes a slot of its
+// source and one of the process, runs the stream through the logins that
+// are due, and computes the next time from when the run ended. A run
+// therefore never overlaps the previous one of its job, and ticks that
+// fall during a run are skipped rather than queued. A job waits for its
+// slots at most until its next tick; past that the tick is skipped and
+// counted.
+//
+// The slots of a source are its request budget (max_concurrent_requests):
+// a run has one request in flight at a time, so the scheduler starts no
+// more runs per source than the ERP is to see requests at once, and a run
+// waiting for the budget holds no database connection and no lock.
 //
 // The schedule is kept for the whole fleet of replicas, not per process:
-// before it runs, a job reads when the stream's data were last complete
-// (whichever process completed them) and, if the schedule's next time
-// after that has not come, sleeps until it instead of running. Replicas
-// therefore share the streams' runs instead of each making all of them.
+// before it runs, a job reads when each login's data were last complete
+// (whichever process completed them) and runs only the logins whose next
+// time after that has come. Replicas therefore share the streams' runs
+// instead of each making all of them.
 type scheduler struct {
-	d      *Daemon
-	runner *sync.Runner
-	jobs   []*job
-	slots  chan struct{}      // one per run allowed at once
-	soft   chan struct{}      // closed: start nothing, let commits in flight finish
-	abort  context.CancelFunc // cancels the runs still going after the grace period
-	wg     gosync.WaitGroup
+	deps      schedulerDeps
+	runner    *sync.Runner
+	jobs      []*job
+	slots     chan struct{}            // one per run allowed at once
+	perSource map[string]chan struct{} // one per request a source may have in flight
+	stopper   *sync.Stopper
+	wg        gosync.WaitGroup
+	stopOnce  gosync.Once
+
+	stuckMu gosync.Mutex
+	stuck   map[string]string // by "source/stream": a lock held too long
+}
+
+func newScheduler(deps schedulerDeps) *scheduler {
+	return &scheduler{deps: deps, perSource: map[string]chan struct{}{}, stuck: map[string]string{}}
 }
 
 func (s *scheduler) Start(ctx context.Context) error {
-	d := s.d
-	s.runner = &sync.Runner{Pool: d.conn.runsPool.Load(), Log: d.Log, Obs: d.Metrics, Prefetch: d.Prefetch}
-	s.slots = make(chan struct{}, d.Cfg.MaxConcurrentRuns)
-	for _, src := range d.Cfg.Sources {
+	d := s.deps
+	pools := d.Pools()
+	s.runner = &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: d.Log, Obs: d.Observer, Prefetch: d.Prefetch}
+	s.slots = make(chan struct{}, d.MaxRuns)
+	now := d.Clock.Now()
+	for _, src := range d.Sources {
+		s.perSource[src.Name] = make(chan struct{}, src.MaxConcurrentRequests)
+		target := d.Targets[src.Name]
+		var logins []string
+		for _, l := range target.Logins {
+			logins = append(logins, l.Name)
+		}
 		for _, sc := range src.Streams {
 			st, ok := d.Catalog.Lookup(sc.Name)
 			if !ok {
@@ -57,20 +106,17 @@ func (s *scheduler) Start(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("source %s stream %s: schedule %q: %w", src.Name, sc.Name, sc.Schedule, err)
 			}
-			j := &job{s: s, stream: st, schedule: sched, target: d.Targets[src.Name],
-				log: d.Log.With("source", src.Name, "stream", sc.Name)}
-			j.interval = config.Interval(sched, time.Now())
+			j := &job{s: s, stream: st, schedule: sched, target: target, interval: config.Interval(sched, now),
+				backoff: map[string]*loginBackoff{}, log: d.Log.With("source", src.Name, "stream", sc.Name)}
 			s.jobs = append(s.jobs, j)
-			d.Metrics.Declare(src.Name, sc.Name, j.interval)
+			d.Metrics.Declare(src.Name, sc.Name, logins, j.interval)
 		}
 	}
-	d.Log.Info("scheduled", "jobs", len(s.jobs), "max_concurrent_runs", d.Cfg.MaxConcurrentRuns)
-	// The runs outlive ctx (a signal): they end through soft, then abort.
-	var runCtx context.Context
-	runCtx, s.abort = context.WithCancel(context.WithoutCancel(ctx))
-	s.soft = make(chan struct{})
+	d.Log.Info("scheduled", "jobs", len(s.jobs), "max_concurrent_runs", d.MaxRuns)
+	// The runs outlive ctx (a signal): they end through the stopper.
+	s.stopper = sync.NewStopper(ctx)
 	for _, j := range s.jobs {
-		s.wg.Go(func() { j.loop(runCtx) })
+		s.wg.Go(func() { j.loop(s.stopper.Context()) })
 	}
 	return nil
 }
@@ -78,25 +124,37 @@ func (s *scheduler) Start(ctx context.Context) error {
 // Stop starts no new run, lets every run commit what it is writing within
 // the grace period, then aborts the runs still going.
 func (s *scheduler) Stop() {
-	close(s.soft)
-	drained := make(chan struct{})
-	go func() { s.wg.Wait(); close(drained) }()
-	sd := s.d.Cfg.Shutdown
-	select {
-	case <-drained:
-	case <-time.After(sd.Grace):
-		s.d.Log.Warn("grace period over: aborting runs still in flight")
-		s.abort()
-		select {
-		case <-drained:
-		case <-time.After(sd.Abort):
-			s.d.Log.Error("runs did not stop after abort")
-		}
-	}
-	s.abort()
+	s.stopOnce.Do(func() {
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		s.stopper.Stop(done, s.deps.Grace, s.deps.Abort, s.deps.Log)
+	})
 }
 
-// job is one (source, stream) of the schedule.
+// Warnings are the locks other processes have held too long, for /readyz.
+func (s *scheduler) Warnings() []string {
+	s.stuckMu.Lock()
+	defer s.stuckMu.Unlock()
+	out := make([]string, 0, len(s.stuck))
+	for _, w := range s.stuck {
+		out = append(out, w)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// draining reports whether a stop began.
+func (s *scheduler) draining() bool {
+	select {
+	case <-s.stopper.Draining():
+		return true
+	default:
+		return false
+	}
+}
+
+// job is one (source, stream) of the schedule, run through the source's
+// logins that are due.
 type job struct {
 	s        *scheduler
 	stream   sync.Stream
@@ -104,8 +162,14 @@ type job struct {
 	interval time.Duration
 	target   sync.Target
 	log      *slog.Logger
-	failures int  // in a row
-	stuck    bool // the lock's holder was last seen holding it too long
+	backoff  map[string]*loginBackoff // by login
+	stuck    bool                     // the lock's holder was last seen holding it too long
+}
+
+// loginBackoff is how a login of a job has been failing.
+type loginBackoff struct {
+	failures  int // in a row
+	notBefore time.Time
 }
 
 // failureBackoff: a second failure in a row waits 10 s, then doubling up
@@ -116,103 +180,138 @@ var failureBackoff = backoff.Policy{Base: 10 * time.Second, Max: 15 * time.Minut
 // does not leave the warehouse stale for a whole period, then on its
 // schedule.
 func (j *job) loop(ctx context.Context) {
-	next := time.Now().Add(rand.N(min(j.interval/2, j.s.d.StartSpread) + 1))
+	clock := j.s.deps.Clock
+	next := clock.Now().Add(rand.N(min(j.interval/2, j.s.deps.StartSpread) + 1))
 	for {
-		t := time.NewTimer(time.Until(next))
 		select {
-		case <-j.s.soft:
-			t.Stop()
+		case <-j.s.stopper.Draining():
 			return
-		case <-t.C:
+		case <-clock.After(next.Sub(clock.Now())):
 		}
-		select {
-		case <-j.s.soft: // the stop and the tick came together
+		if j.s.draining() { // the stop and the tick came together
 			return
-		default:
 		}
-		after := j.schedule.Next(time.Now())
-		if !j.acquire(after) {
-			select {
-			case <-j.s.soft:
+		after := j.schedule.Next(clock.Now())
+		release, skipped := j.acquire(after)
+		if skipped != "" {
+			if j.s.draining() {
 				return
-			default:
 			}
-			j.s.d.Metrics.Skipped(j.target.Source, j.stream.Name(), metrics.SkipCapacity)
-			j.log.Info("tick skipped: every run slot stayed busy until the next tick", "max_concurrent_runs", cap(j.s.slots))
+			j.s.deps.Metrics.Skipped(j.target.Source, j.stream.Name(), skipped)
+			j.log.Info("tick skipped: no slot came free before the next tick", "waiting_for", skipped)
 			next = after
 			continue
 		}
-		if due := j.dueAt(ctx); due.After(time.Now()) {
-			// Another process ran the stream since this job's last
-			// tick. Whoever wakes first at the next due time runs it;
-			// the others find its lock taken or its data fresh. Fresh
-			// data also mean that no holder of the lock is stuck.
-			<-j.s.slots
-			j.s.d.Metrics.LockHeldByOther(j.target.Source, j.stream.Name(), 0)
+		due, wake := j.due(ctx)
+		if len(due) == 0 {
+			// Another process ran the stream since this job's last tick.
+			// Whoever wakes first at the next due time runs it; the
+			// others find its lock taken or its data fresh. Fresh data
+			// also mean that no holder of the lock is stuck.
+			release()
+			j.s.deps.Metrics.LockHeldByOther(j.target.Source, j.stream.Name(), 0)
 			j.setStuck("")
-			next = due
+			next = wake
 			continue
 		}
-		notBefore := j.run(ctx)
-		<-j.s.slots
-		next = j.schedule.Next(time.Now())
-		if next.Before(notBefore) {
-			next = j.schedule.Next(notBefore)
-		}
+		j.run(ctx, due)
+		release()
+		next = j.schedule.Next(clock.Now())
 	}
 }
 
-// dueAt is when the stream is next due by the warehouse's record: the
-// schedule's next time after its data were last complete, by any process
-// (replicas, `erpsync sync`). Zero, due now, when they never were or the
-// record cannot be read (the run then meets and reports the database's
-// error). The time is Postgres's and is compared with this host's clock:
-// a skew between the two moves the due time by as much, which only
-// matters to clocks that NTP does not keep within a fraction of a
-// schedule. It is read on the runs pool, whose connection the slot this
-// job holds guarantees, so it never waits behind /readyz or delays it.
-func (j *job) dueAt(ctx context.Context) time.Time {
-	cp, err := db.LoadCheckpoint(ctx, j.s.runner.Pool, j.target.Source, j.stream.Name())
-	if err != nil || cp.LastCompleted.IsZero() {
-		return time.Time{}
+// acquire takes a slot of the job's source, then one of the process,
+// waiting until deadline at most (or a stop). It returns the release, or
+// why it got none (metrics.SkipBudget, SkipCapacity).
+func (j *job) acquire(deadline time.Time) (release func(), skipped string) {
+	clock := j.s.deps.Clock
+	timeout := clock.After(deadline.Sub(clock.Now()))
+	source := j.s.perSource[j.target.Source]
+	start := clock.Now()
+	select {
+	case source <- struct{}{}:
+	case <-timeout:
+		j.s.deps.Metrics.BudgetWait(j.target.Source, clock.Now().Sub(start))
+		return nil, metrics.SkipBudget
+	case <-j.s.stopper.Draining():
+		return nil, metrics.SkipBudget
 	}
-	return j.schedule.Next(cp.LastCompleted)
-}
-
-// acquire takes a run slot, waiting until deadline at most (or a stop).
-func (j *job) acquire(deadline time.Time) bool {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+	if waited := clock.Now().Sub(start); waited > time.Millisecond {
+		j.s.deps.Metrics.BudgetWait(j.target.Source, waited)
+	}
 	select {
 	case j.s.slots <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	case <-j.s.soft:
-		return false
+		return func() { <-j.s.slots; <-source }, ""
+	case <-timeout:
+	case <-j.s.stopper.Draining():
 	}
+	<-source
+	return nil, metrics.SkipCapacity
 }
 
-// run runs the stream once and returns the time before which it must not
-// run again.
-func (j *job) run(ctx context.Context) (notBefore time.Time) {
+// due lists the logins whose data are due by the warehouse's record: the
+// schedule's next time after their data were last complete, by any
+// process (replicas, `erpsync sync`), has come, and they are not backing
+// off. It also returns when the first of the others is due. A login
+// whose record cannot be read is due (the run then meets and reports the
+// database's error). The times are Postgres's, compared with this host's
+// clock: a skew between the two moves the due time by as much, which only
+// matters to clocks that NTP does not keep within a fraction of a
+// schedule. The record is read on the runs pool, whose connection the
+// slot this job holds guarantees, so it never waits behind /readyz or
+// delays it.
+func (j *job) due(ctx context.Context) (due []sync.Login, wake time.Time) {
+	now := j.s.deps.Clock.Now()
+	completed, err := db.LastCompleted(ctx, j.s.runner.Pool, j.target.Source, j.stream.Name())
+	if err != nil {
+		completed = nil
+	}
+	for _, l := range j.target.Logins {
+		at := time.Time{}
+		if last, ok := completed[l.Name]; ok {
+			at = j.schedule.Next(last)
+		}
+		if b := j.backoff[l.Name]; b != nil && b.notBefore.After(at) {
+			at = b.notBefore
+		}
+		if !at.After(now) {
+			due = append(due, l)
+		} else if wake.IsZero() || at.Before(wake) {
+			wake = at
+		}
+	}
+	return due, wake
+}
+
+// run runs the stream once through the due logins and keeps each one's
+// backoff.
+func (j *job) run(ctx context.Context, due []sync.Login) {
 	defer func() {
 		// The runner recovers panics inside streams; this guards the
 		// scheduler itself against a bug anywhere else.
 		if p := recover(); p != nil {
 			j.log.Error("panic in scheduled job", "panic", p)
-			notBefore = j.failed(false)
+			for _, l := range due {
+				j.failed(l.Name, false)
+			}
 		}
 	}()
-	res := j.s.runner.Run(ctx, j.s.soft, j.target, j.stream, nil)
-	j.checkLock(ctx, errors.Is(res.Err, sync.ErrBusy))
-	switch {
-	case errors.Is(res.Err, sync.ErrBusy), res.Status == model.StatusSucceeded, res.Status == model.StatusCancelled:
-		j.failures = 0
-		return time.Time{}
-	default:
-		var ae *erp.AuthError
-		return j.failed(errors.As(res.Err, &ae))
+	t := j.target
+	t.Logins = due
+	results := j.s.runner.Run(ctx, j.s.stopper.Draining(), t, j.stream, nil)
+	busy := len(results) == 1 && errors.Is(results[0].Err, sync.ErrBusy)
+	j.checkLock(ctx, busy)
+	if busy {
+		return
+	}
+	for _, res := range results {
+		switch {
+		case res.Status == model.StatusSucceeded, res.Status == model.StatusCancelled:
+			delete(j.backoff, res.Login)
+		default:
+			var ae *erp.AuthError
+			j.failed(res.Login, errors.As(res.Err, &ae))
+		}
 	}
 }
 
@@ -221,7 +320,7 @@ func (j *job) run(ctx context.Context) (notBefore time.Time) {
 // then go stale without any run failing.
 func (j *job) checkLock(ctx context.Context, busy bool) {
 	source, stream := j.target.Source, j.stream.Name()
-	m := j.s.d.Metrics
+	m := j.s.deps.Metrics
 	if !busy {
 		m.LockHeldByOther(source, stream, 0)
 		j.setStuck("")
@@ -229,13 +328,13 @@ func (j *job) checkLock(ctx context.Context, busy bool) {
 	}
 	m.Skipped(source, stream, metrics.SkipLocked)
 	j.log.Debug("sync skipped: another process holds the stream's lock")
-	h, running, err := db.RunningRun(ctx, j.s.d.pool(), source, stream)
+	h, running, err := db.RunningRun(ctx, j.s.deps.Pools().Service, source, stream)
 	if err != nil || !running {
 		return
 	}
-	held := time.Since(h.Since)
+	held := j.s.deps.Clock.Now().Sub(h.Since)
 	m.LockHeldByOther(source, stream, held)
-	if limit := model.OverdueFactor * j.interval; held > limit {
+	if model.Overdue(held, j.interval) {
 		msg := fmt.Sprintf("%s/%s: lock held by %s (pid %d) for %s, more than %dx its schedule", source, stream, h.Host, h.PID,
 			held.Round(time.Second), model.OverdueFactor)
 		if !j.stuck {
@@ -248,29 +347,35 @@ func (j *job) checkLock(ctx context.Context, busy bool) {
 	j.setStuck("")
 }
 
-// setStuck records (or, with "", clears) a lock held too long, for
-// /readyz's detail.
+// setStuck records (or, with "", clears) a lock held too long.
 func (j *job) setStuck(msg string) {
 	j.stuck = msg != ""
 	key := j.target.Source + "/" + j.stream.Name()
+	j.s.stuckMu.Lock()
+	defer j.s.stuckMu.Unlock()
 	if msg == "" {
-		j.s.d.stuck.Delete(key)
+		delete(j.s.stuck, key)
 	} else {
-		j.s.d.stuck.Store(key, msg)
+		j.s.stuck[key] = msg
 	}
 }
 
-// failed counts a failure and returns when the job may run again.
-func (j *job) failed(auth bool) time.Time {
-	j.failures++
-	n := j.failures
+// failed counts a failure of a login and sets when it may run again.
+func (j *job) failed(login string, auth bool) {
+	b := j.backoff[login]
+	if b == nil {
+		b = &loginBackoff{}
+		j.backoff[login] = b
+	}
+	b.failures++
+	n := b.failures
 	if auth {
 		n++
 	}
 	if n < 2 {
-		return time.Time{}
+		return
 	}
 	wait := failureBackoff.Delay(n - 1)
-	j.log.Warn("stream failing; backing off", "failures", j.failures, "next_try_after", wait.Round(time.Second))
-	return time.Now().Add(wait)
+	b.notBefore = j.s.deps.Clock.Now().Add(wait)
+	j.log.Warn("stream failing; backing off", "login", login, "failures", b.failures, "next_try_after", wait.Round(time.Second))
 }

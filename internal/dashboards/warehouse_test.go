@@ -197,14 +197,14 @@ func syncedWarehouse(t *testing.T) (dbURL string, sim *erpsim.Sim, now time.Time
 	t.Cleanup(func() { client.Close(context.Background()) })
 	catalog := streams.MustDefault()
 	runner := &sync.Runner{Pool: pool, Prefetch: 1}
-	target := sync.Target{Source: source, Client: client, PageSize: 100, Prefixes: map[string]string{"messaging": "/messaging"}}
+	target := sync.Target{Source: source, Logins: []sync.Login{{Name: "erpsync", Client: client}}, PageSize: 100, Prefixes: map[string]string{"messaging": "/messaging"}}
 	syncAll := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		for _, name := range catalog.Names() {
 			s, _ := catalog.Lookup(name)
-			if res := runner.Run(ctx, nil, target, s, nil); res.Err != nil || res.Status != model.StatusSucceeded {
+			if res := runner.Run(ctx, nil, target, s, nil)[0]; res.Err != nil || res.Status != model.StatusSucceeded {
 				t.Fatalf("sync %s: %s: %v", name, res.Status, res.Err)
 			}
 		}

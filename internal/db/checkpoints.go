@@ -11,19 +11,32 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Checkpoint is where a (source, stream) stands. SweepID is 0 when no
-// sweep is in progress.
+// StreamKey names what a checkpoint is of: a stream of a source, read
+// through one login.
+type StreamKey struct {
+	Source, Stream, Login string
+}
+
+func (k StreamKey) String() string {
+	if k.Login == "" {
+		return k.Source + "/" + k.Stream
+	}
+	return k.Source + "/" + k.Stream + " (" + k.Login + ")"
+}
+
+// Checkpoint is where a (source, stream, login) stands. SweepID is 0 when
+// no sweep is in progress.
 type Checkpoint struct {
-	Source, Stream string
-	SweepID        int64
-	SweepStarted   time.Time
-	Cursor         string
-	Pages          int64
-	Rows           int64
-	BulkLoad       bool
-	LastSweepID    int64
-	LastCompleted  time.Time
-	Held           Held
+	Key           StreamKey
+	SweepID       int64
+	SweepStarted  time.Time
+	Cursor        string
+	Pages         int64
+	Rows          int64
+	BulkLoad      bool
+	LastSweepID   int64
+	LastCompleted time.Time
+	Held          Held
 }
 
 // Held is a deletion the guard did not apply: rows a complete sweep found
@@ -35,23 +48,38 @@ type Held struct {
 	Since  time.Time // when the first of them did
 }
 
+// ClaimLegacyCheckpoint hands a checkpoint written before logins (its
+// login empty) to the first login of its source that runs the stream, unless that
+// login has one of its own: an upgrade then resumes the sweep, keeps the
+// held deletion and the freshness.
+func ClaimLegacyCheckpoint(ctx context.Context, q Querier, k StreamKey) error {
+	_, err := q.Exec(ctx, `
+UPDATE erp.sync_checkpoints SET login = $3
+WHERE source = $1 AND stream = $2 AND login = '' AND $3 <> ''
+  AND NOT EXISTS (SELECT 1 FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3)`, k.Source, k.Stream, k.Login)
+	if err != nil {
+		return fmt.Errorf("claiming the checkpoint of %s: %w", k, Describe(err))
+	}
+	return nil
+}
+
 // LoadCheckpoint returns the checkpoint, or a zero one for a new stream.
-func LoadCheckpoint(ctx context.Context, q Querier, source, stream string) (Checkpoint, error) {
-	cp := Checkpoint{Source: source, Stream: stream}
+func LoadCheckpoint(ctx context.Context, q Querier, k StreamKey) (Checkpoint, error) {
+	cp := Checkpoint{Key: k}
 	var sweepID, lastSweep *int64
 	var started, completed, heldSince *time.Time
 	var cursor *string
 	err := q.QueryRow(ctx, `
 SELECT sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, last_sweep_id, last_sweep_completed_at,
        held_deletions, held_digest, held_sweeps, held_since
-FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2`, source, stream).
+FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).
 		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.BulkLoad, &lastSweep, &completed,
 			&cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cp, nil
 	}
 	if err != nil {
-		return cp, fmt.Errorf("loading checkpoint %s/%s: %w", source, stream, Describe(err))
+		return cp, fmt.Errorf("loading checkpoint %s: %w", k, Describe(err))
 	}
 	cp.SweepID = deref(sweepID)
 	cp.LastSweepID = deref(lastSweep)
@@ -70,22 +98,43 @@ func deref[T any](p *T) T {
 	return *p
 }
 
+// LastCompleted returns, by login, when each login's reading of a stream
+// was last complete (logins that never completed one are absent).
+func LastCompleted(ctx context.Context, q Querier, source, stream string) (map[string]time.Time, error) {
+	rows, err := q.Query(ctx, `SELECT login, last_sweep_completed_at FROM erp.sync_checkpoints
+WHERE source = $1 AND stream = $2 AND last_sweep_completed_at IS NOT NULL`, source, stream)
+	if err != nil {
+		return nil, fmt.Errorf("reading when %s/%s was complete: %w", source, stream, Describe(err))
+	}
+	out := map[string]time.Time{}
+	var login string
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&login, &at}, func() error {
+		out[login] = at
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading when %s/%s was complete: %w", source, stream, Describe(err))
+	}
+	return out, nil
+}
+
 // StartSweep begins a new sweep from the first page and returns it.
 // bulkLoad says the table holds no row of the source (Table.HasRows).
-func StartSweep(ctx context.Context, q Querier, source, stream string, bulkLoad bool) (Checkpoint, error) {
-	cp := Checkpoint{Source: source, Stream: stream, BulkLoad: bulkLoad}
+func StartSweep(ctx context.Context, q Querier, k StreamKey, bulkLoad bool) (Checkpoint, error) {
+	cp := Checkpoint{Key: k, BulkLoad: bulkLoad}
 	var heldSince *time.Time
 	err := q.QueryRow(ctx, `
-INSERT INTO erp.sync_checkpoints AS c (source, stream, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, updated_at)
-VALUES ($1, $2, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3, now())
-ON CONFLICT (source, stream) DO UPDATE SET
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, updated_at)
+VALUES ($1, $2, $4, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3, now())
+ON CONFLICT (source, stream, login) DO UPDATE SET
     sweep_id = EXCLUDED.sweep_id, sweep_started_at = EXCLUDED.sweep_started_at, cursor = NULL,
     pages = 0, rows = 0, bulk_load = EXCLUDED.bulk_load, updated_at = now()
 RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions, held_digest, held_sweeps, held_since`,
-		source, stream, bulkLoad).
+		k.Source, k.Stream, bulkLoad, k.Login).
 		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID, &cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince)
 	if err != nil {
-		return cp, fmt.Errorf("starting sweep %s/%s: %w", source, stream, Describe(err))
+		return cp, fmt.Errorf("starting sweep %s: %w", k, Describe(err))
 	}
 	cp.Held.Since = deref(heldSince)
 	return cp, nil
@@ -106,11 +155,11 @@ func AbandonSweep(ctx context.Context, q Querier, sweepID int64) error {
 func QueueAdvanceCheckpoint(b *pgx.Batch, cp *Checkpoint, nextCursor string, pages, rows int64) {
 	b.Queue(`
 UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + $5, rows = rows + $6, updated_at = now()
-WHERE source = $1 AND stream = $2 AND sweep_id = $3`,
-		cp.Source, cp.Stream, cp.SweepID, nextCursor, pages, rows).Exec(func(tag pgconn.CommandTag) error {
+WHERE source = $1 AND stream = $2 AND login = $7 AND sweep_id = $3`,
+		cp.Key.Source, cp.Key.Stream, cp.SweepID, nextCursor, pages, rows, cp.Key.Login).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != 1 {
 			// Someone else moved this stream on: we are not the owner.
-			return fmt.Errorf("advancing checkpoint %s/%s: sweep %d is no longer current", cp.Source, cp.Stream, cp.SweepID)
+			return fmt.Errorf("advancing checkpoint %s: sweep %d is no longer current", cp.Key, cp.SweepID)
 		}
 		cp.Cursor = nextCursor
 		cp.Pages += pages
@@ -151,8 +200,8 @@ func CompleteSweep(ctx context.Context, q Querier, cp Checkpoint) (time.Time, er
 UPDATE erp.sync_checkpoints SET sweep_id = NULL, cursor = NULL, last_sweep_id = sweep_id,
     last_sweep_started_at = sweep_started_at, last_sweep_completed_at = now(),
     last_sweep_rows = rows, sweep_started_at = NULL, updated_at = now()
-WHERE source = $1 AND stream = $2 AND sweep_id = $3
-RETURNING last_sweep_completed_at`, cp.Source, cp.Stream, cp.SweepID).Scan(&at); err != nil {
+WHERE source = $1 AND stream = $2 AND login = $4 AND sweep_id = $3
+RETURNING last_sweep_completed_at`, cp.Key.Source, cp.Key.Stream, cp.SweepID, cp.Key.Login).Scan(&at); err != nil {
 		return at, fmt.Errorf("completing sweep: %w", Describe(err))
 	}
 	return at, AbandonSweep(ctx, q, cp.SweepID)
@@ -162,33 +211,33 @@ RETURNING last_sweep_completed_at`, cp.Source, cp.Stream, cp.SweepID).Scan(&at);
 // request per document) read everything it had to: its data is as fresh
 // as the returned time. It is the same column a completed sweep sets, so
 // freshness has one definition for every stream.
-func MarkComplete(ctx context.Context, q Querier, source, stream string) (time.Time, error) {
+func MarkComplete(ctx context.Context, q Querier, k StreamKey) (time.Time, error) {
 	var at time.Time
 	err := q.QueryRow(ctx, `
-INSERT INTO erp.sync_checkpoints AS c (source, stream, last_sweep_completed_at, updated_at)
-VALUES ($1, $2, now(), now())
-ON CONFLICT (source, stream) DO UPDATE SET last_sweep_completed_at = now(), updated_at = now()
-RETURNING last_sweep_completed_at`, source, stream).Scan(&at)
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, last_sweep_completed_at, updated_at)
+VALUES ($1, $2, $3, now(), now())
+ON CONFLICT (source, stream, login) DO UPDATE SET last_sweep_completed_at = now(), updated_at = now()
+RETURNING last_sweep_completed_at`, k.Source, k.Stream, k.Login).Scan(&at)
 	if err != nil {
-		return at, fmt.Errorf("recording %s/%s complete: %w", source, stream, Describe(err))
+		return at, fmt.Errorf("recording %s complete: %w", k, Describe(err))
 	}
 	return at, nil
 }
 
-// SetHeld records the deletion the guard holds for (source, stream), or,
+// SetHeld records the deletion the guard holds for a stream and login, or,
 // with a zero Held, that none is held.
-func SetHeld(ctx context.Context, q Querier, source, stream string, h Held) error {
+func SetHeld(ctx context.Context, q Querier, k StreamKey, h Held) error {
 	var since *time.Time
 	if !h.Since.IsZero() {
 		since = &h.Since
 	}
 	_, err := q.Exec(ctx, `
-INSERT INTO erp.sync_checkpoints AS c (source, stream, held_deletions, held_digest, held_sweeps, held_since, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, now())
-ON CONFLICT (source, stream) DO UPDATE SET held_deletions = $3, held_digest = $4, held_sweeps = $5,
-    held_since = $6, updated_at = now()`, source, stream, h.Rows, h.Digest, h.Sweeps, since)
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, held_deletions, held_digest, held_sweeps, held_since, updated_at)
+VALUES ($1, $2, $7, $3, $4, $5, $6, now())
+ON CONFLICT (source, stream, login) DO UPDATE SET held_deletions = $3, held_digest = $4, held_sweeps = $5,
+    held_since = $6, updated_at = now()`, k.Source, k.Stream, h.Rows, h.Digest, h.Sweeps, since, k.Login)
 	if err != nil {
-		return fmt.Errorf("recording held deletions of %s/%s: %w", source, stream, Describe(err))
+		return fmt.Errorf("recording held deletions of %s: %w", k, Describe(err))
 	}
 	return nil
 }
@@ -216,9 +265,9 @@ type PageDigest struct {
 }
 
 // PageDigests returns what each request of a sweep was answered with.
-func PageDigests(ctx context.Context, q Querier, source, stream string, sweepID int64) (map[[sha256.Size]byte][sha256.Size]byte, error) {
-	rows, err := q.Query(ctx, `SELECT request, answer FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND sweep_id = $3`,
-		source, stream, sweepID)
+func PageDigests(ctx context.Context, q Querier, k StreamKey, sweepID int64) (map[[sha256.Size]byte][sha256.Size]byte, error) {
+	rows, err := q.Query(ctx, `SELECT request, answer FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $4 AND sweep_id = $3`,
+		k.Source, k.Stream, sweepID, k.Login)
 	if err != nil {
 		return nil, fmt.Errorf("reading page digests: %w", Describe(err))
 	}
@@ -238,7 +287,7 @@ func PageDigests(ctx context.Context, q Querier, source, stream string, sweepID 
 
 // QueueRecordPageDigests queues the record of what requests of a sweep
 // were answered with.
-func QueueRecordPageDigests(b *pgx.Batch, source, stream string, sweepID int64, pages []PageDigest) {
+func QueueRecordPageDigests(b *pgx.Batch, k StreamKey, sweepID int64, pages []PageDigest) {
 	if len(pages) == 0 {
 		return
 	}
@@ -247,17 +296,17 @@ func QueueRecordPageDigests(b *pgx.Batch, source, stream string, sweepID int64, 
 		reqs[i], answers[i] = pages[i].Request[:], pages[i].Answer[:]
 	}
 	b.Queue(`
-INSERT INTO erp.sweep_pages (source, stream, sweep_id, request, answer)
-SELECT $1, $2, $3, u.request, u.answer FROM unnest($4::bytea[], $5::bytea[]) AS u(request, answer)
+INSERT INTO erp.sweep_pages (source, stream, login, sweep_id, request, answer)
+SELECT $1, $2, $6, $3, u.request, u.answer FROM unnest($4::bytea[], $5::bytea[]) AS u(request, answer)
 ON CONFLICT (source, stream, sweep_id, request) DO UPDATE SET answer = EXCLUDED.answer`,
-		source, stream, sweepID, reqs, answers)
+		k.Source, k.Stream, sweepID, reqs, answers, k.Login)
 }
 
-// ForgetPageDigests drops the page digests of every sweep of (source,
-// stream) but keep.
-func ForgetPageDigests(ctx context.Context, q Querier, source, stream string, keep int64) error {
-	if _, err := q.Exec(ctx, `DELETE FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND sweep_id <> $3`,
-		source, stream, keep); err != nil {
+// ForgetPageDigests drops the page digests of every sweep of the stream
+// and login but keep.
+func ForgetPageDigests(ctx context.Context, q Querier, k StreamKey, keep int64) error {
+	if _, err := q.Exec(ctx, `DELETE FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $4 AND sweep_id <> $3`,
+		k.Source, k.Stream, keep, k.Login); err != nil {
 		return fmt.Errorf("forgetting page digests: %w", Describe(err))
 	}
 	return nil

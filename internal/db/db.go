@@ -24,6 +24,13 @@ type Querier interface {
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
 }
 
+// Reader is what reading needs: a read-only transaction offers it, and a
+// stream that holds one cannot write (see sync.Run.Read).
+type Reader interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // ErrBadURL is a connection string that cannot be parsed. pgx's own parse
 // errors can quote the string, password included, so only this is said.
 var ErrBadURL = errors.New("database URL: cannot be parsed (expected postgres://user:pass@host:5432/db or key=value form)")
@@ -90,6 +97,40 @@ func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error
 		return nil, fmt.Errorf("database %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, Describe(err))
 	}
 	return pool, nil
+}
+
+// Pools are the two pools of a process that runs streams. A run holds its
+// stream's lock on a connection of Runs for its whole life, ERP waits
+// included, so Runs has one connection per run allowed at once; Service
+// has a few for everything else (readiness, retention, recording a run
+// whose connection was lost), which runs therefore never starve.
+type Pools struct {
+	Runs, Service *pgxpool.Pool
+}
+
+// ServicePoolSize: readiness, retention, and migrations (goose's session
+// lock plus its connection) each need one at a time.
+const ServicePoolSize = 3
+
+// OpenPools opens the pools of a process allowing runs runs at once, the
+// one sizing rule of `erpsync sync` and `erpsync run`.
+func OpenPools(ctx context.Context, url string, runs int, opts ...Option) (*Pools, error) {
+	service, err := Open(ctx, url, append(opts, WithMaxConns(ServicePoolSize))...)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Open(ctx, url, append(opts, WithMaxConns(runs))...)
+	if err != nil {
+		service.Close()
+		return nil, err
+	}
+	return &Pools{Runs: r, Service: service}, nil
+}
+
+// Close closes both pools.
+func (p *Pools) Close() {
+	p.Runs.Close()
+	p.Service.Close()
 }
 
 // IsUniqueViolation reports a duplicate key error.

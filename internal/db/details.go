@@ -39,14 +39,14 @@ func ReplaceBalanceSheet(ctx context.Context, tx pgx.Tx, sc model.Scope, asOf st
 	var have string
 	err := tx.QueryRow(ctx, `
 SELECT coalesce(string_agg(node || ':' || encode(payload_hash, 'hex'), ',' ORDER BY node COLLATE "C"), '')
-FROM erp.balance_sheet_snapshots WHERE source = $1 AND as_of = $2`, sc.Source, asOf).Scan(&have)
+FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2`, sc.Source, asOf, sc.Login).Scan(&have)
 	if err != nil {
 		return false, fmt.Errorf("reading balance sheet of %s: %w", asOf, Describe(err))
 	}
 	if have == want.String() {
 		return false, nil
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM erp.balance_sheet_snapshots WHERE source = $1 AND as_of = $2`, sc.Source, asOf); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2`, sc.Source, asOf, sc.Login); err != nil {
 		return false, fmt.Errorf("replacing balance sheet of %s: %w", asOf, Describe(err))
 	}
 	rows := make([][]any, len(nodes))
@@ -55,10 +55,10 @@ FROM erp.balance_sheet_snapshots WHERE source = $1 AND as_of = $2`, sc.Source, a
 		if n.Parent != "" {
 			parent = &n.Parent
 		}
-		rows[i] = []any{sc.Source, asOf, n.Node, parent, n.Depth, sc.CompanyID, sc.BranchID, n.Code, n.Name, n.Balance, n.Payload, n.Hash[:]}
+		rows[i] = []any{sc.Source, sc.Login, asOf, n.Node, parent, n.Depth, sc.CompanyID, sc.BranchID, n.Code, n.Name, n.Balance, n.Payload, n.Hash[:]}
 	}
 	_, err = CopyInto(ctx, tx, pgx.Identifier{"erp", "balance_sheet_snapshots"},
-		[]string{"source", "as_of", "node", "parent", "depth", "company_id", "branch_id", "code", "name", "balance", "payload", "payload_hash"},
+		[]string{"source", "login", "as_of", "node", "parent", "depth", "company_id", "branch_id", "code", "name", "balance", "payload", "payload_hash"},
 		pgx.CopyFromRows(rows))
 	if err != nil {
 		return false, fmt.Errorf("writing balance sheet of %s: %w", asOf, Describe(err))
@@ -73,40 +73,51 @@ type AccessRow struct {
 	Hash    [sha256.Size]byte
 }
 
-// UpsertCashboxAccess writes the grants of one cashbox: new or changed
+// UpsertCashboxAccess writes the grants of one cashbox, labelled as the
+// cashbox is (lb: its own labels, or the login's context): new or changed
 // ones are upserted, ones no longer listed are marked deleted (and revived
-// if they come back). Unchanged grants are not touched.
-func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc model.Scope, cashbox string, rows []AccessRow) (UpsertResult, int64, error) {
+// if they come back). Unchanged grants are not touched. As for entity
+// rows, labels change only with a cashbox's own, and deletion is decided
+// by the login that listed a grant first.
+func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc model.Scope, cashbox string, lb Labels, rows []AccessRow) (UpsertResult, int64, error) {
 	users := make([]string, len(rows))
 	payloads := make([][]byte, len(rows))
 	hashes := make([][]byte, len(rows))
 	for i, r := range rows {
 		users[i], payloads[i], hashes[i] = r.User, r.Payload, r.Hash[:]
 	}
+	company, branch := SweepScope{Scope: sc}.labels(Row{Labels: lb})
 	var res UpsertResult
 	err := tx.QueryRow(ctx, `
 WITH up AS (
-    INSERT INTO erp.cashbox_access AS t (source, cashbox_id, "user", company_id, branch_id, payload, payload_hash)
-    SELECT $1, $4, s.usr, $2, $3, s.payload, s.hash
+    INSERT INTO erp.cashbox_access AS t (source, cashbox_id, "user", company_id, branch_id, payload, payload_hash, listed_by)
+    SELECT $1, $4, s.usr,
+           CASE WHEN cur."user" IS NULL OR $9 THEN $2 ELSE cur.company_id END,
+           CASE WHEN cur."user" IS NULL OR $9 THEN $3 ELSE cur.branch_id END,
+           s.payload, s.hash,
+           CASE WHEN cur."user" IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL THEN $8 ELSE cur.listed_by END
     FROM unnest($5::text[], $6::jsonb[], $7::bytea[]) AS s(usr, payload, hash)
     LEFT JOIN erp.cashbox_access cur ON cur.source = $1 AND cur.cashbox_id = $4 AND cur."user" = s.usr
     WHERE cur."user" IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
+       OR ($9 AND (cur.company_id <> $2 OR cur.branch_id <> $3))
     ON CONFLICT (source, cashbox_id, "user") DO UPDATE SET payload = EXCLUDED.payload,
         payload_hash = EXCLUDED.payload_hash, company_id = EXCLUDED.company_id,
-        branch_id = EXCLUDED.branch_id, synced_at = now(), deleted_at = NULL
+        branch_id = EXCLUDED.branch_id, listed_by = EXCLUDED.listed_by,
+        synced_at = CASE WHEN t.payload IS DISTINCT FROM EXCLUDED.payload OR t.deleted_at IS NOT NULL THEN now() ELSE t.synced_at END,
+        deleted_at = NULL
     RETURNING (xmax = 0) AS inserted
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
-		sc.Source, sc.CompanyID, sc.BranchID, cashbox, users, payloads, hashes).Scan(&res.Inserted, &res.Updated)
+		sc.Source, company, branch, cashbox, users, payloads, hashes, listedBy(sc), lb.Own).Scan(&res.Inserted, &res.Updated)
 	if err != nil {
 		return res, 0, fmt.Errorf("cashbox_access of %s: %w", cashbox, Describe(err))
 	}
 	res.Unchanged = int64(len(rows)) - res.Inserted - res.Updated
 	tag, err := tx.Exec(ctx, `
 UPDATE erp.cashbox_access t SET deleted_at = now()
-WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.cashbox_id = $4 AND t.deleted_at IS NULL
+WHERE t.source = $1 AND t.cashbox_id = $4 AND t.deleted_at IS NULL AND `+decidedBy("t", "$2", "$3", "$6")+`
   AND t."user" <> ALL ($5::text[])`,
-		sc.Source, sc.CompanyID, sc.BranchID, cashbox, users)
+		sc.Source, sc.CompanyID, sc.BranchID, cashbox, users, listedBy(sc))
 	if err != nil {
 		return res, 0, fmt.Errorf("cashbox_access of %s: mark deleted: %w", cashbox, Describe(err))
 	}
@@ -122,8 +133,8 @@ SELECT count(*) FILTER (WHERE t.cashbox_id <> ALL ($4::text[])), count(*),
        CASE WHEN $5 THEN sha256(convert_to(string_agg(t.cashbox_id || E'\t' || t."user", E'\n' ORDER BY t.cashbox_id COLLATE "C", t."user" COLLATE "C")
            FILTER (WHERE t.cashbox_id <> ALL ($4::text[])), 'UTF8')) END
 FROM erp.cashbox_access t
-WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.deleted_at IS NULL`,
-		sc.Source, sc.CompanyID, sc.BranchID, keep, digest).Scan(&gone, &live, &d)
+WHERE t.source = $1 AND t.deleted_at IS NULL AND `+decidedBy("t", "$2", "$3", "$6"),
+		sc.Source, sc.CompanyID, sc.BranchID, keep, digest, listedBy(sc)).Scan(&gone, &live, &d)
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("cashbox_access of cashboxes no longer listed: %w", Describe(err))
 	}
@@ -135,36 +146,43 @@ WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.deleted_at 
 func MarkCashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, keep []string) (int64, error) {
 	tag, err := tx.Exec(ctx, `
 UPDATE erp.cashbox_access t SET deleted_at = now()
-WHERE t.source = $1 AND t.company_id = $2 AND t.branch_id = $3 AND t.deleted_at IS NULL
-  AND t.cashbox_id <> ALL ($4::text[])`, sc.Source, sc.CompanyID, sc.BranchID, keep)
+WHERE t.source = $1 AND t.deleted_at IS NULL AND `+decidedBy("t", "$2", "$3", "$5")+`
+  AND t.cashbox_id <> ALL ($4::text[])`, sc.Source, sc.CompanyID, sc.BranchID, keep, listedBy(sc))
 	if err != nil {
 		return 0, fmt.Errorf("cashbox_access of cashboxes no longer listed: %w", Describe(err))
 	}
 	return tag.RowsAffected(), nil
 }
 
-// Document is a journal entry or voucher whose lines are to be read.
+// listedBy is the login rows are listed by; NULL outside logins.
+func listedBy(sc model.Scope) any { return SweepScope{Scope: sc}.listedBy() }
+
+// Document is a journal entry or voucher whose lines are to be read, with
+// its labels (which its lines take).
 type Document struct {
-	ID   string
-	Hash []byte
+	ID                  string
+	Hash                []byte
+	CompanyID, BranchID string
 }
 
 // DocumentsNeedingLines lists, in id order after after, up to limit live
 // documents of a table whose journal lines were never read, or were read
-// for another version.
-func DocumentsNeedingLines(ctx context.Context, q Querier, table, kind, source, after string, limit int) ([]Document, error) {
+// for another version: those the login of sc decides (see Table.Gone),
+// so that each document is read by one login, one that lists it.
+func DocumentsNeedingLines(ctx context.Context, q Reader, table, kind string, sc model.Scope, after string, limit int) ([]Document, error) {
 	rows, err := q.Query(ctx, fmt.Sprintf(`
-SELECT d.id, d.payload_hash FROM %s d
+SELECT d.id, d.payload_hash, d.company_id, d.branch_id FROM %s d
 LEFT JOIN erp.journal_line_documents l ON l.source = d.source AND l.document_kind = $2 AND l.document_id = d.id
 WHERE d.source = $1 AND d.deleted_at IS NULL AND (l.document_hash IS NULL OR l.document_hash <> d.payload_hash)
+  AND (d.listed_by = $5 OR (d.listed_by IS NULL AND d.company_id = $6 AND d.branch_id = $7))
   AND d.id > $3
-ORDER BY d.id LIMIT $4`, pgx.Identifier(strings.Split(table, ".")).Sanitize()), source, kind, after, limit)
+ORDER BY d.id LIMIT $4`, pgx.Identifier(strings.Split(table, ".")).Sanitize()), sc.Source, kind, after, limit, sc.Login, sc.CompanyID, sc.BranchID)
 	if err != nil {
 		return nil, fmt.Errorf("documents of %s: %w", table, Describe(err))
 	}
 	docs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Document, error) {
 		var d Document
-		return d, r.Scan(&d.ID, &d.Hash)
+		return d, r.Scan(&d.ID, &d.Hash, &d.CompanyID, &d.BranchID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("documents of %s: %w", table, Describe(err))
@@ -188,7 +206,7 @@ func ReplaceJournalLines(ctx context.Context, tx pgx.Tx, sc model.Scope, kind st
 	}
 	rows := make([][]any, len(lines))
 	for i, l := range lines {
-		rows[i] = []any{sc.Source, kind, doc.ID, l.Line, sc.CompanyID, sc.BranchID, l.AccountCode, l.Debit, l.Credit, l.Payload}
+		rows[i] = []any{sc.Source, kind, doc.ID, l.Line, doc.CompanyID, doc.BranchID, l.AccountCode, l.Debit, l.Credit, l.Payload}
 	}
 	if _, err := CopyInto(ctx, tx, pgx.Identifier{"erp", "journal_lines"},
 		[]string{"source", "document_kind", "document_id", "line", "company_id", "branch_id", "account_code", "debit", "credit", "payload"},
@@ -208,10 +226,10 @@ ON CONFLICT (source, document_kind, document_id) DO UPDATE SET document_hash = E
 // latest one; it returns whether it wrote.
 func AppendMessagingStats(ctx context.Context, tx pgx.Tx, sc model.Scope, payload []byte, hash [sha256.Size]byte) (bool, error) {
 	tag, err := tx.Exec(ctx, `
-INSERT INTO erp.messaging_stats (source, company_id, branch_id, payload, payload_hash)
-SELECT $1, $2, $3, $4, $5
-WHERE $5 IS DISTINCT FROM (SELECT payload_hash FROM erp.messaging_stats WHERE source = $1 ORDER BY taken_at DESC LIMIT 1)`,
-		sc.Source, sc.CompanyID, sc.BranchID, payload, hash[:])
+INSERT INTO erp.messaging_stats (source, login, company_id, branch_id, payload, payload_hash)
+SELECT $1, $6, $2, $3, $4, $5
+WHERE $5 IS DISTINCT FROM (SELECT payload_hash FROM erp.messaging_stats WHERE source = $1 AND login = $6 ORDER BY taken_at DESC LIMIT 1)`,
+		sc.Source, sc.CompanyID, sc.BranchID, payload, hash[:], sc.Login)
 	if err != nil {
 		return false, fmt.Errorf("messaging stats: %w", Describe(err))
 	}

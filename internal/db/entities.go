@@ -15,8 +15,9 @@ import (
 )
 
 // Table is one mirrored entity table: the shared columns (source, id,
-// company_id, branch_id, payload, payload_hash, first_seen_at, synced_at,
-// deleted_at) plus the typed columns a stream extracts from each record.
+// company_id, branch_id, payload, payload_hash, listed_by, first_seen_at,
+// synced_at, deleted_at) plus the typed columns a stream extracts from
+// each record.
 // The SQL is built once from the column list, which comes from code,
 // never from input.
 type Table struct {
@@ -26,6 +27,7 @@ type Table struct {
 	ident     pgx.Identifier
 	stage     string
 	copyCols  []string
+	stageCols []string // copyCols and own_labels
 	createSQL string
 	upsertSQL string
 	// historySQL is upsertSQL that first keeps the versions it replaces
@@ -43,14 +45,29 @@ func NewTable(name string, columns ...string) *Table {
 	t.ident = pgx.Identifier(strings.Split(name, "."))
 	t.stage = "stage_" + strings.ReplaceAll(name, ".", "_")
 	t.copyCols = append([]string{"source", "id", "company_id", "branch_id"}, columns...)
-	t.copyCols = append(t.copyCols, "payload", "payload_hash")
+	t.copyCols = append(t.copyCols, "payload", "payload_hash", "listed_by")
+	t.stageCols = append(slices.Clone(t.copyCols), "own_labels")
 
 	// ON COMMIT DELETE ROWS keeps one staging table per connection instead
 	// of creating one per page: catalog churn costs WAL and time.
-	t.createSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`, t.stage, name)
+	// own_labels: the record carries its company and branch itself (else
+	// the row keeps the labels it has).
+	t.createSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS, own_labels boolean) ON COMMIT DELETE ROWS`, t.stage, name)
 
 	cols := strings.Join(t.copyCols, ", ")
-	sCols := "s." + strings.Join(t.copyCols, ", s.")
+	// What an existing row becomes: labels change only when the record
+	// carries its own (another login listing it changes none), and the
+	// login deciding its deletion changes only when it had none or the row
+	// comes back from deletion.
+	sel := []string{"s.source", "s.id",
+		"CASE WHEN cur.id IS NULL OR s.own_labels THEN s.company_id ELSE cur.company_id END",
+		"CASE WHEN cur.id IS NULL OR s.own_labels THEN s.branch_id ELSE cur.branch_id END"}
+	for _, c := range columns {
+		sel = append(sel, "s."+c)
+	}
+	sel = append(sel, "s.payload", "s.payload_hash",
+		"CASE WHEN cur.id IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL THEN s.listed_by ELSE cur.listed_by END")
+	sCols := strings.Join(sel, ", ")
 	var set []string
 	for _, c := range t.copyCols[2:] {
 		set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
@@ -71,14 +88,15 @@ up AS (
     WHERE cur.id IS NULL
        OR cur.payload_hash <> s.payload_hash
        OR cur.deleted_at IS NOT NULL
-       OR cur.company_id <> s.company_id
-       OR cur.branch_id <> s.branch_id
-    ON CONFLICT (source, id) DO UPDATE SET %[5]s, synced_at = now(), deleted_at = NULL
+       OR (s.own_labels AND (cur.company_id <> s.company_id OR cur.branch_id <> s.branch_id))
+    ON CONFLICT (source, id) DO UPDATE SET %[5]s,
+        synced_at = CASE WHEN %[6]s THEN now() ELSE t.synced_at END, deleted_at = NULL
     WHERE %[6]s
+       OR %[7]s
     RETURNING (xmax = 0) AS inserted
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
-		name, cols, sCols, t.stage, strings.Join(set, ", "), rewrites("t", "EXCLUDED"))
+		name, cols, sCols, t.stage, strings.Join(set, ", "), rewrites("t", "EXCLUDED"), relabels("t", "EXCLUDED"))
 	t.upsertSQL = "WITH " + upsert
 
 	// The version a row is about to lose, read in the same statement (a
@@ -97,47 +115,78 @@ WITH kept AS (
     WHERE (%[5]s) AND coalesce(cur.deleted_at, now()) > cur.synced_at
 ), %[6]s`, name, strings.Join(hCols, ", "), strings.Join(hCols, ", cur."), t.stage, rewrites("cur", "s"), upsert)
 
+	// Labels are compared only where the record carries its own: they
+	// never flip because another login listed the record.
 	t.changedSQL = fmt.Sprintf(`
-SELECT s.id FROM unnest($4::text[], $5::bytea[]) AS s(id, hash)
+SELECT s.id FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::boolean[]) AS s(id, hash, company, branch, own)
 LEFT JOIN %s cur ON cur.source = $1 AND cur.id = s.id
 WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
-   OR cur.company_id <> $2 OR cur.branch_id <> $3`, name)
+   OR (s.own AND (cur.company_id <> s.company OR cur.branch_id <> s.branch))`, name)
 	t.hasRowsSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE source = $1)`, name)
 
-	// The scope's live rows the sweep did not see. EXCEPT hashes both
-	// sides whatever the planner knows: sweep_seen rarely has statistics,
-	// and a NOT EXISTS planned as a nested loop over it is quadratic.
+	// The live rows the sweep's login decides whose ids the sweep did not
+	// see: rows listed by the login, and rows from before logins that
+	// carry its company and branch. EXCEPT hashes both sides whatever the
+	// planner knows: sweep_seen rarely has statistics, and a NOT EXISTS
+	// planned as a nested loop over it is quadratic.
 	gone := fmt.Sprintf(`
-    SELECT id FROM %s
-    WHERE source = $1 AND company_id = $2 AND branch_id = $3 AND deleted_at IS NULL
+    SELECT id FROM %s t
+    WHERE source = $1 AND deleted_at IS NULL AND %s
     EXCEPT
-    SELECT id FROM erp.sweep_seen WHERE sweep_id = $4`, name)
+    SELECT id FROM erp.sweep_seen WHERE sweep_id = $4`, name, decidedBy("t", "$2", "$3", "$5"))
 	// A row the ERP no longer lists is marked, never removed: finance
 	// wants to see what disappeared.
 	t.deleteSQL = fmt.Sprintf(`UPDATE %s t SET deleted_at = now() FROM (%s) gone WHERE t.source = $1 AND t.id = gone.id`, name, gone)
 	// How many, and which (a digest of the ids, for the deletion guard).
 	t.goneSQL = fmt.Sprintf(`
-SELECT count(*), CASE WHEN $5 THEN sha256(convert_to(string_agg(id, E'\n' ORDER BY id COLLATE "C"), 'UTF8')) END
+SELECT count(*), CASE WHEN $6 THEN sha256(convert_to(string_agg(id, E'\n' ORDER BY id COLLATE "C"), 'UTF8')) END
 FROM (%s) gone`, gone)
 	return t
 }
 
 // rewrites is the one test of whether a row's stored version (alias old)
-// is overwritten by an incoming one (alias new): its content differs, it
-// comes back from deletion, or it moved to another company or branch.
+// is replaced by an incoming one (alias new): its content differs, or it
+// comes back from deletion. A replaced version is kept in the history.
 func rewrites(old, new string) string {
-	return fmt.Sprintf(`%[1]s.payload IS DISTINCT FROM %[2]s.payload
-       OR %[1]s.deleted_at IS NOT NULL
-       OR %[1]s.company_id <> %[2]s.company_id
-       OR %[1]s.branch_id <> %[2]s.branch_id`, old, new)
+	return fmt.Sprintf(`(%[1]s.payload IS DISTINCT FROM %[2]s.payload
+       OR %[1]s.deleted_at IS NOT NULL)`, old, new)
+}
+
+// relabels tests whether a row's labels change with the same content: the
+// record's own company or branch now differs from what the row carries
+// (written before the record's own were read). Relabelling keeps no
+// version: the record did not change.
+func relabels(old, new string) string {
+	return fmt.Sprintf(`(%[1]s.company_id <> %[2]s.company_id OR %[1]s.branch_id <> %[2]s.branch_id)`, old, new)
+}
+
+// decidedBy is the one rule of which rows a login's complete read decides
+// the deletion of (alias t; the other arguments are the SQL of the
+// login's company, branch and name): the rows it listed first, and rows
+// written before logins that carry its company and branch. A row another
+// login listed first is never marked deleted because this one did not
+// list it.
+func decidedBy(t, company, branch, login string) string {
+	return fmt.Sprintf("(%[1]s.listed_by = %[4]s OR (%[1]s.listed_by IS NULL AND %[1]s.company_id = %[2]s AND %[1]s.branch_id = %[3]s))",
+		t, company, branch, login)
 }
 
 // Row is one record ready to write.
 type Row struct {
 	ID      string
-	Values  []any // one per Table.Columns: pgtype.Numeric, string, bool or nil
+	Values  []any // one per Table.Columns: pgtype.Numeric, string, bool, pgtype.Date or nil
 	Payload []byte
 	Hash    [sha256.Size]byte
+	// Labels are the company and branch the record carries, if it does.
+	Labels Labels
+}
+
+// Labels are the company and branch a record carries itself. A record
+// without (Own false) is labelled with the context of the login that
+// first listed it, and keeps those labels.
+type Labels struct {
+	CompanyID, BranchID string
+	Own                 bool
 }
 
 // Numeric converts a decimal exactly, digit for digit.
@@ -152,9 +201,9 @@ type UpsertResult struct {
 	Changed []string
 }
 
-// Scope is what every row of a write shares, and the sweep that writes
-// it (0 outside sweeps).
-type Scope struct {
+// SweepScope is who writes: the source, the login and its context, and
+// the sweep (0 outside sweeps).
+type SweepScope struct {
 	model.Scope
 	SweepID int64
 }
@@ -170,7 +219,7 @@ type UpsertOptions struct {
 
 // Upsert writes rows (ids unique within the slice) in bulk: COPY into the
 // connection's staging table and one INSERT ... SELECT ... ON CONFLICT.
-func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, opts UpsertOptions) (UpsertResult, error) {
+func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc SweepScope, rows []Row, opts UpsertOptions) (UpsertResult, error) {
 	var res UpsertResult
 	if len(rows) == 0 {
 		return res, nil
@@ -179,11 +228,14 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, opt
 	// warehouse: a re-sync of unchanged data then ships no payload at all.
 	ids := make([]string, len(rows))
 	hashes := make([][]byte, len(rows))
+	companies, branches, own := make([]string, len(rows)), make([]string, len(rows)), make([]bool, len(rows))
 	for i := range rows {
 		ids[i], hashes[i] = rows[i].ID, rows[i].Hash[:]
+		companies[i], branches[i] = sc.labels(rows[i])
+		own[i] = rows[i].Labels.Own
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(t.changedSQL, sc.Source, sc.CompanyID, sc.BranchID, ids, hashes)
+	batch.Queue(t.changedSQL, sc.Source, ids, hashes, companies, branches, own)
 	if opts.TrackSeen {
 		batch.Queue(seenSQL, sc.SweepID, ids)
 	}
@@ -224,7 +276,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc Scope, rows []Row, opt
 	if _, err := tx.Exec(ctx, t.createSQL); err != nil {
 		return res, fmt.Errorf("%s staging table: %w", t.Name, Describe(err))
 	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.copyCols, &rowSource{rows: Rows(rows), sc: sc})
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.stageCols, &rowSource{rows: Rows(rows), sc: sc, stage: true})
 	if err != nil {
 		return res, fmt.Errorf("%s copy to staging: %w", t.Name, Describe(err))
 	}
@@ -260,7 +312,7 @@ func (s *sliceStream) Row() *Row  { return &s.rows[s.i] }
 // CopyNew writes rows that are new to the table straight into it with
 // COPY: the initial load. A row that exists after all fails the COPY
 // with a unique violation (IsUniqueViolation); the caller then upserts.
-func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc Scope, rows RowStream) (int64, error) {
+func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc SweepScope, rows RowStream) (int64, error) {
 	n, err := CopyInto(ctx, tx, t.ident, t.copyCols, &rowSource{rows: rows, sc: sc})
 	if err != nil {
 		return 0, fmt.Errorf("%s copy: %w", t.Name, Describe(err))
@@ -298,10 +350,10 @@ func (t *Table) HasRows(ctx context.Context, q Querier, source string) (bool, er
 
 // Gone counts the scope's live rows that the sweep did not see and, with
 // digest, names them by a digest of their ids.
-func (t *Table) Gone(ctx context.Context, tx pgx.Tx, sc Scope, digest bool) (int64, []byte, error) {
+func (t *Table) Gone(ctx context.Context, tx pgx.Tx, sc SweepScope, digest bool) (int64, []byte, error) {
 	var n int64
 	var d []byte
-	if err := tx.QueryRow(ctx, t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, digest).Scan(&n, &d); err != nil {
+	if err := tx.QueryRow(ctx, t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, sc.Login, digest).Scan(&n, &d); err != nil {
 		return 0, nil, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
 	}
 	return n, d, nil
@@ -309,28 +361,52 @@ func (t *Table) Gone(ctx context.Context, tx pgx.Tx, sc Scope, digest bool) (int
 
 // MarkDeleted sets deleted_at on the scope's rows that the sweep did not
 // see and returns how many.
-func (t *Table) MarkDeleted(ctx context.Context, tx pgx.Tx, sc Scope) (int64, error) {
-	tag, err := tx.Exec(ctx, t.deleteSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID)
+func (t *Table) MarkDeleted(ctx context.Context, tx pgx.Tx, sc SweepScope) (int64, error) {
+	tag, err := tx.Exec(ctx, t.deleteSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, sc.Login)
 	if err != nil {
 		return 0, fmt.Errorf("%s mark deleted: %w", t.Name, Describe(err))
 	}
 	return tag.RowsAffected(), nil
 }
 
-// rowSource feeds CopyFrom without building an intermediate [][]any.
+// labels are the company and branch a row is written with: the record's
+// own, else the login's context.
+func (sc SweepScope) labels(r Row) (company, branch string) {
+	if r.Labels.Own {
+		return r.Labels.CompanyID, r.Labels.BranchID
+	}
+	return sc.CompanyID, sc.BranchID
+}
+
+// listedBy is the login a row written now is listed by; NULL outside
+// logins (the rows then keep the rule of before logins).
+func (sc SweepScope) listedBy() any {
+	if sc.Login == "" {
+		return nil
+	}
+	return sc.Login
+}
+
+// rowSource feeds CopyFrom without building an intermediate [][]any; for
+// the staging table (stage) with own_labels.
 type rowSource struct {
-	rows RowStream
-	sc   Scope
-	buf  []any
+	rows  RowStream
+	sc    SweepScope
+	stage bool
+	buf   []any
 }
 
 func (s *rowSource) Next() bool { return s.rows.Next() }
 func (s *rowSource) Err() error { return nil }
 func (s *rowSource) Values() ([]any, error) {
 	r := s.rows.Row()
-	s.buf = append(s.buf[:0], s.sc.Source, r.ID, s.sc.CompanyID, s.sc.BranchID)
+	company, branch := s.sc.labels(*r)
+	s.buf = append(s.buf[:0], s.sc.Source, r.ID, company, branch)
 	s.buf = append(s.buf, r.Values...)
-	s.buf = append(s.buf, r.Payload, r.Hash[:])
+	s.buf = append(s.buf, r.Payload, r.Hash[:], s.sc.listedBy())
+	if s.stage {
+		s.buf = append(s.buf, r.Labels.Own)
+	}
 	return s.buf, nil
 }
 

@@ -58,11 +58,11 @@ WHERE source = $1 AND stream = $2 AND status = $4`, source, stream, model.Status
 }
 
 // StartRun records a run as running and returns its id.
-func StartRun(ctx context.Context, q Querier, source, stream, host string, pid int) (int64, error) {
+func StartRun(ctx context.Context, q Querier, k StreamKey, host string, pid int) (int64, error) {
 	var id int64
 	err := q.QueryRow(ctx, `
-INSERT INTO erp.sync_runs (source, stream, status, host, pid) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-		source, stream, model.StatusRunning, host, pid).Scan(&id)
+INSERT INTO erp.sync_runs (source, stream, login, status, host, pid) VALUES ($1, $2, nullif($6, ''), $3, $4, $5) RETURNING id`,
+		k.Source, k.Stream, model.StatusRunning, host, pid, k.Login).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("recording run start: %w", Describe(err))
 	}

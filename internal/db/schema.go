@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -57,6 +58,21 @@ func CheckSchema(ctx context.Context, q Querier) error {
 	}
 	if cur != target {
 		return &SchemaError{Current: cur, Target: target}
+	}
+	return nil
+}
+
+// CheckWritable refuses to write to a schema this binary does not know:
+// during a rolling upgrade, a replica of the release before must not go
+// on writing rows whose new columns the newer schema expects filled. It
+// is CheckSchema, asked before every run.
+func CheckWritable(ctx context.Context, q Querier) error {
+	if err := CheckSchema(ctx, q); err != nil {
+		var se *SchemaError
+		if errors.As(err, &se) {
+			return fmt.Errorf("refusing to write: %w", err)
+		}
+		return err
 	}
 	return nil
 }

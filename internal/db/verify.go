@@ -42,24 +42,29 @@ type Comparison struct {
 func (t *Table) NewComparison(ctx context.Context, conn *pgx.Conn, money []string, month string, sample int) (*Comparison, error) {
 	base := strings.ReplaceAll(t.Name, ".", "_")
 	c := &Comparison{table: t, money: money, month: month, sample: sample, page: "verify_page_" + base, seen: "verify_seen_" + base}
-	c.pageCols = append(append([]string{}, t.copyCols...), "month_src")
-	moneyCols := ""
+	c.pageCols = append(slices.Clone(t.stageCols), "month_src")
+	moneyCols, eMoney := "", ""
 	for _, m := range money {
 		moneyCols += ", " + m
+		eMoney += ", e." + m
 	}
 	for _, ddl := range []string{
 		// Emptied by each page's commit: deleting would leave dead rows
 		// that nothing vacuums in a temporary table.
-		fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS, month_src text) ON COMMIT DELETE ROWS`, c.page, t.Name),
-		// seq is the page: an id listed twice counts once, its last copy.
-		fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s AS SELECT 0::bigint AS seq, id, ''::text AS month_src%s FROM %s WITH NO DATA`,
+		fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS, own_labels boolean, month_src text) ON COMMIT DELETE ROWS`, c.page, t.Name),
+		// seq is the page: an id listed twice (by two pages, or by two
+		// logins) counts once, its last copy.
+		fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s AS SELECT 0::bigint AS seq, id, company_id, branch_id, ''::text AS month_src%s FROM %s WITH NO DATA`,
 			c.seen, moneyCols, t.Name),
 	} {
 		if _, err := conn.Exec(ctx, ddl); err != nil {
 			return nil, fmt.Errorf("%s: preparing the comparison: %w", t.Name, Describe(err))
 		}
 	}
-	differs := []string{"w.id IS NULL", "w.payload IS DISTINCT FROM e.payload", "w.company_id <> e.company_id", "w.branch_id <> e.branch_id"}
+	// Labels differ only where the record carries its own: a record
+	// without them keeps the labels of the login that first listed it.
+	differs := []string{"w.id IS NULL", "w.payload IS DISTINCT FROM e.payload",
+		"(e.own_labels AND (w.company_id <> e.company_id OR w.branch_id <> e.branch_id))"}
 	for _, col := range t.Columns {
 		differs = append(differs, fmt.Sprintf("w.%[1]s IS DISTINCT FROM e.%[1]s", col))
 	}
@@ -68,7 +73,14 @@ func (t *Table) NewComparison(ctx context.Context, conn *pgx.Conn, money []strin
 	c.compareSQL = fmt.Sprintf(`SELECT e.id, w.id IS NULL FROM %s e
 		LEFT JOIN (SELECT * FROM %s WHERE source = $1 AND id = ANY($2::text[]) AND deleted_at IS NULL) w ON w.id = e.id
 		WHERE %s`, c.page, t.Name, strings.Join(differs, " OR "))
-	c.keepSQL = fmt.Sprintf(`INSERT INTO %[2]s SELECT $1, id, month_src%[3]s FROM %[1]s`, c.page, c.seen, moneyCols)
+	// A record's labels for the sums: its own, else the warehouse's (the
+	// login that listed it first), else the context of the login listing
+	// it now.
+	c.keepSQL = fmt.Sprintf(`INSERT INTO %[2]s
+		SELECT $1, e.id, CASE WHEN e.own_labels OR w.id IS NULL THEN e.company_id ELSE w.company_id END,
+		       CASE WHEN e.own_labels OR w.id IS NULL THEN e.branch_id ELSE w.branch_id END, e.month_src%[3]s
+		FROM %[1]s e LEFT JOIN (SELECT id, company_id, branch_id FROM %[4]s WHERE source = $2 AND id = ANY($3::text[])) w ON w.id = e.id`,
+		c.page, c.seen, eMoney, t.Name)
 	return c, nil
 }
 
@@ -100,7 +112,7 @@ func (c *Comparison) Add(ctx context.Context, conn *pgx.Conn, sc model.Scope, ro
 		return fmt.Errorf("%s: %w", c.table.Name, Describe(err))
 	}
 	defer tx.Rollback(ctx)
-	src := &rowSource{rows: Rows(rows), sc: Scope{Scope: sc}}
+	src := &rowSource{rows: Rows(rows), sc: SweepScope{Scope: sc}, stage: true}
 	i := -1
 	_, err = tx.CopyFrom(ctx, pgx.Identifier{c.page}, c.pageCols, pgx.CopyFromFunc(func() ([]any, error) {
 		for src.Next() {
@@ -117,7 +129,7 @@ func (c *Comparison) Add(ctx context.Context, conn *pgx.Conn, sc model.Scope, ro
 	}
 	b := &pgx.Batch{}
 	b.Queue(c.compareSQL, sc.Source, ids)
-	b.Queue(c.keepSQL, c.pages)
+	b.Queue(c.keepSQL, c.pages, sc.Source, ids)
 	br := tx.SendBatch(ctx, b)
 	found, err := br.Query()
 	if err == nil {
@@ -164,7 +176,7 @@ func keepSmallest(ids []string, id string, n int) []string {
 type Differences struct {
 	ERPRows, WarehouseRows int64
 	// Missing: listed by the ERP, not live in the warehouse. Extra: live
-	// in the warehouse (in the scope's company and branch), not listed.
+	// in the warehouse, listed by none of the source's logins.
 	// Different: both, with other content (payload, typed columns,
 	// company or branch).
 	Missing, Extra, Different          int64
@@ -182,9 +194,9 @@ type SumDifference struct {
 // Agree reports whether the sums are equal.
 func (s SumDifference) Agree() bool { return s.ERP.Equal(s.Warehouse) }
 
-// Compare ends the comparison once every page was added: the rows the ERP
-// no longer lists, and the sums.
-func (c *Comparison) Compare(ctx context.Context, conn *pgx.Conn, sc model.Scope) (Differences, error) {
+// Compare ends the comparison once every page of every login of the
+// source was added: the rows the ERP no longer lists, and the sums.
+func (c *Comparison) Compare(ctx context.Context, conn *pgx.Conn, source string) (Differences, error) {
 	d := c.found
 	t := c.table.Name
 	// Statistics first: the plans below join a million rows.
@@ -196,20 +208,20 @@ func (c *Comparison) Compare(ctx context.Context, conn *pgx.Conn, sc model.Scope
 		return d, fmt.Errorf("%s: ids listed twice: %w", t, Describe(err))
 	}
 	if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %s), (SELECT count(*) FROM %s WHERE source = $1 AND deleted_at IS NULL)`,
-		c.seen, t), sc.Source).Scan(&d.ERPRows, &d.WarehouseRows); err != nil {
+		c.seen, t), source).Scan(&d.ERPRows, &d.WarehouseRows); err != nil {
 		return d, fmt.Errorf("%s: counting: %w", t, Describe(err))
 	}
 	// EXCEPT hashes both sides, as the sweep's deletion check does.
 	q := fmt.Sprintf(`SELECT count(*), coalesce((array_agg(id ORDER BY id COLLATE "C"))[1:%d], '{}') FROM (
-		SELECT id FROM %s WHERE source = $1 AND company_id = $2 AND branch_id = $3 AND deleted_at IS NULL
+		SELECT id FROM %s WHERE source = $1 AND deleted_at IS NULL
 		EXCEPT SELECT id FROM %s) x`, c.sample, t, c.seen)
-	if err := conn.QueryRow(ctx, q, sc.Source, sc.CompanyID, sc.BranchID).Scan(&d.Extra, &d.ExtraIDs); err != nil {
+	if err := conn.QueryRow(ctx, q, source).Scan(&d.Extra, &d.ExtraIDs); err != nil {
 		return d, fmt.Errorf("%s: extra rows: %w", t, Describe(err))
 	}
 	if len(c.money) == 0 {
 		return d, nil
 	}
-	sums, err := c.sums(ctx, conn, sc)
+	sums, err := c.sums(ctx, conn, source)
 	if err != nil {
 		return d, fmt.Errorf("%s: sums: %w", t, err)
 	}
@@ -228,7 +240,7 @@ func monthOf(field string) string {
 
 // sums compares the money columns' exact sums per company, branch and
 // month.
-func (c *Comparison) sums(ctx context.Context, conn *pgx.Conn, sc model.Scope) ([]SumDifference, error) {
+func (c *Comparison) sums(ctx context.Context, conn *pgx.Conn, source string) ([]SumDifference, error) {
 	var sumCols []string
 	for _, m := range c.money {
 		sumCols = append(sumCols, fmt.Sprintf("coalesce(sum(%s), 0)::text", m))
@@ -258,13 +270,13 @@ func (c *Comparison) sums(ctx context.Context, conn *pgx.Conn, sc model.Scope) (
 		}
 		return out, rows.Err()
 	}
-	erpSide, err := side(fmt.Sprintf(`SELECT $1::text, $2::text, %s AS month, %s FROM %s e GROUP BY 3`,
-		monthOf("month_src"), strings.Join(sumCols, ", "), c.seen), sc.CompanyID, sc.BranchID)
+	erpSide, err := side(fmt.Sprintf(`SELECT company_id, branch_id, %s AS month, %s FROM %s e GROUP BY 1, 2, 3`,
+		monthOf("month_src"), strings.Join(sumCols, ", "), c.seen))
 	if err != nil {
 		return nil, err
 	}
 	whSide, err := side(fmt.Sprintf(`SELECT company_id, branch_id, %s AS month, %s FROM %s
-		WHERE source = $1 AND deleted_at IS NULL GROUP BY 1, 2, 3`, monthOf(field), strings.Join(sumCols, ", "), c.table.Name), sc.Source)
+		WHERE source = $1 AND deleted_at IS NULL GROUP BY 1, 2, 3`, monthOf(field), strings.Join(sumCols, ", "), c.table.Name), source)
 	if err != nil {
 		return nil, err
 	}

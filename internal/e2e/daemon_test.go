@@ -22,7 +22,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
-	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/testdb"
 	"github.com/erpsync/erpsync/internal/testutil"
@@ -130,7 +129,7 @@ func succeededBy(runs []syncRun, pid int, since time.Time) map[string]int {
 }
 
 func everyStream(m map[string]int, atLeast int) bool {
-	for _, s := range config.CoreStreams {
+	for _, s := range coreStreams {
 		if m[s] < atLeast {
 			return false
 		}

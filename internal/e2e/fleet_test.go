@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
-	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -97,7 +96,7 @@ func writeFleetConfig(t *testing.T, erpURL string, names []string, s fleetSize) 
 	for _, name := range names {
 		fmt.Fprintf(&b, "  - name: %s\n    base_url: %s/t/%s\n    username: erpsync\n    password_env: %s\n    page_size: %d\n    streams:\n",
 			name, erpURL, name, fleetPassword, fleetPageSize)
-		for _, st := range config.CoreStreams {
+		for _, st := range coreStreams {
 			fmt.Fprintf(&b, "      %s: { schedule: %q }\n", st, fmt.Sprintf("@every %s", s.every(st)))
 		}
 	}
@@ -365,7 +364,7 @@ func TestFleet(t *testing.T) {
 	defer stopMonitor()
 
 	// The first full sync: every (source, stream) has succeeded once.
-	jobs := len(names) * len(config.CoreStreams)
+	jobs := len(names) * len(coreStreams)
 	pollUntil(t, ctx, 10*time.Minute, 500*time.Millisecond, "every source's every stream to succeed once", procs, func() (bool, error) {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT DISTINCT source, stream FROM erp.sync_runs WHERE status = 'succeeded') x`).Scan(&n)
@@ -595,14 +594,14 @@ func analyseFleet(t *testing.T, rep *fleetReport, s fleetSize, replicas []*repli
 			gap(*last, stopAt)
 		}
 	}
-	for _, st := range config.CoreStreams {
+	for _, st := range coreStreams {
 		limit := model.OverdueFactor * s.every(st)
 		if w := rep.stale[st]; w.worst > limit {
 			t.Errorf("stream %s: %s went %s without a completed sweep, more than %dx its schedule (%s): overdue",
 				st, w.job, w.worst.Round(time.Millisecond), model.OverdueFactor, s.every(st))
 		}
 		ticks := decimal.NewFromInt(int64(stopAt.Sub(synced))).Div(decimal.NewFromInt(int64(s.every(st))))
-		if jobs := decimal.NewFromInt(int64(len(byJob) / len(config.CoreStreams))); ticks.IsPositive() && jobs.IsPositive() {
+		if jobs := decimal.NewFromInt(int64(len(byJob) / len(coreStreams))); ticks.IsPositive() && jobs.IsPositive() {
 			rep.perInterval[st] = decimal.NewFromInt(int64(steadyRuns[st])).Div(jobs).Div(ticks)
 		}
 	}
@@ -688,10 +687,10 @@ coalesce(sum(total_bc) FILTER (WHERE deleted_at IS NULL), 0)::text FROM erp.invo
 	// the last completed one still counts.
 	var complete int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM erp.sync_checkpoints
-WHERE stream = ANY($1) AND last_sweep_completed_at IS NOT NULL`, config.CoreStreams).Scan(&complete); err != nil {
+WHERE stream = ANY($1) AND last_sweep_completed_at IS NOT NULL`, coreStreams).Scan(&complete); err != nil {
 		t.Fatal(err)
 	}
-	if want := len(names) * len(config.CoreStreams); complete != want {
+	if want := len(names) * len(coreStreams); complete != want {
 		t.Errorf("%d (source, stream) have a completed sweep, want %d", complete, want)
 	}
 }
@@ -710,8 +709,8 @@ func (rep *fleetReport) markdown(s fleetSize, replicas []*replica) string {
 	}
 	steady := rep.stopAt.Sub(rep.synced)
 	fmt.Fprintf(&b, "| fleet | |\n|---|---|\n")
-	fmt.Fprintf(&b, "| sources x streams | %d x %d (%s) = %d jobs |\n", rep.sources, len(config.CoreStreams),
-		strings.Join(config.CoreStreams, ", "), rep.sources*len(config.CoreStreams))
+	fmt.Fprintf(&b, "| sources x streams | %d x %d (%s) = %d jobs |\n", rep.sources, len(coreStreams),
+		strings.Join(coreStreams, ", "), rep.sources*len(coreStreams))
 	fmt.Fprintf(&b, "| invoices | %d per source, %d in all; page size %d; ERP latency %s per answer |\n",
 		s.invoices, s.invoices*rep.sources, fleetPageSize, s.latency)
 	fmt.Fprintf(&b, "| schedules | invoices @every %s, the other three @every %s |\n", s.invoiceEvery, s.listEvery)
@@ -737,13 +736,13 @@ func (rep *fleetReport) markdown(s fleetSize, replicas []*replica) string {
 	}
 	fmt.Fprintf(&b, "| overlapping runs of one (source, stream) | %d |\n", rep.overlaps)
 	fmt.Fprintf(&b, "| runs started before their stream was due again (repeated work) | %d |\n", rep.early)
-	for _, st := range config.CoreStreams {
+	for _, st := range coreStreams {
 		ds := rep.durations[st]
 		fmt.Fprintf(&b, "| run duration, %s (steady state, succeeded) | median %s, p95 %s, max %s over %d runs |\n", st,
 			percentile(ds, 50).Round(time.Millisecond), percentile(ds, 95).Round(time.Millisecond), percentile(ds, 100).Round(time.Millisecond), len(ds))
 	}
 	fmt.Fprintf(&b, "| run starts per %s (steady state) | mean %s, busiest %d |\n", burstWindow, rep.burstMean.StringFixed(1), rep.burstPeak)
-	for _, st := range config.CoreStreams {
+	for _, st := range coreStreams {
 		every := s.every(st)
 		ratio := func(d time.Duration) string {
 			return decimal.NewFromInt(int64(d)).Div(decimal.NewFromInt(int64(every))).StringFixed(2)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/erpsync/erpsync/internal/sync/streams"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,3 +81,7 @@ func erpsyncBinary(t *testing.T) string {
 	}
 	return binary
 }
+
+// coreStreams are the streams a source enables when its configuration
+// names none.
+var coreStreams = streams.MustDefault().Core()

@@ -68,6 +68,9 @@ type Options struct {
 	HTTPClient *http.Client
 	Observer   Observer
 	Logger     *slog.Logger
+	// Budget, shared by the clients of one installation's logins, bounds
+	// their requests in flight; nil bounds nothing.
+	Budget *Budget
 
 	// Hints names the settings behind these options, as the operator
 	// wrote them (an environment variable or a key of the config file),
@@ -374,6 +377,13 @@ func (r *retrier) again(ctx context.Context, status int, header http.Header, bod
 // no complete answer arrived (connection reset, timeout, cut body). into
 // is as for getURL.
 func (c *Client) exchange(ctx context.Context, route, method, target, auth string, body []byte, into *[]byte) (int, http.Header, []byte, error) {
+	// The wait for the budget is not the request's: its timeout starts
+	// once it may go.
+	release, err := c.opt.Budget.acquire(ctx)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
 	defer cancel()
 	var rd io.Reader

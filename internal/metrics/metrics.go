@@ -34,6 +34,8 @@ type Metrics struct {
 	lockHeld    *prometheus.GaugeVec
 	interval    *prometheus.GaugeVec
 	pruned      *prometheus.CounterVec
+	inFlight    *prometheus.GaugeVec
+	budgetWait  *prometheus.CounterVec
 	ready       prometheus.Gauge
 }
 
@@ -65,18 +67,18 @@ func New() *Metrics {
 		}, []string{"source", "stream"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_last_success_timestamp_seconds",
-			Help: "Unix time the stream's data were last complete (its last completed sweep), as erp.stream_freshness has it.",
-		}, []string{"source", "stream"}),
+			Help: "Unix time the stream's data read through the login were last complete (its last completed sweep), as erp.stream_freshness has it.",
+		}, []string{"source", "stream", "login"}),
 		lastFailed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_last_run_failed", Help: "1 if the last run of the stream failed, else 0.",
-		}, []string{"source", "stream"}),
+			Name: "erpsync_last_run_failed", Help: "1 if the last run of the stream through the login failed, else 0.",
+		}, []string{"source", "stream", "login"}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_deletions_held",
-			Help: "Rows the last complete sweep found gone but the deletion guard did not mark (0: none held).",
-		}, []string{"source", "stream"}),
+			Help: "Rows the login's last complete sweep found gone but the deletion guard did not mark (0: none held).",
+		}, []string{"source", "stream", "login"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "erpsync_runs_skipped_total",
-			Help: "Scheduled runs not made, by reason: locked (another process holds the stream's lock), capacity (no run slot free before the next tick).",
+			Help: "Scheduled runs not made, by reason: locked (another process holds the stream's lock), capacity (no run slot free before the next tick), budget (no slot of the source's request budget free before it).",
 		}, []string{"source", "stream", "reason"}),
 		lockHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_lock_held_by_other_seconds",
@@ -90,6 +92,14 @@ func New() *Metrics {
 			Name: "erpsync_pruned_rows_total",
 			Help: "Bookkeeping rows removed by retention, by table (sync_runs, rejected_records).",
 		}, []string{"table"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "erpsync_erp_requests_in_flight",
+			Help: "Requests this process has in flight to the installation (at most its max_concurrent_requests).",
+		}, []string{"source"}),
+		budgetWait: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "erpsync_erp_budget_wait_seconds_total",
+			Help: "Seconds runs and requests waited for the installation's request budget (max_concurrent_requests, max_requests_per_second).",
+		}, []string{"source"}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "erpsync_ready", Help: "1 while /readyz answers ready.",
 		}),
@@ -100,7 +110,7 @@ func New() *Metrics {
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.rows, m.pages, m.requests, m.retries, m.rateWait, m.duration,
-		m.lastSuccess, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.ready, info,
+		m.lastSuccess, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -115,9 +125,9 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Declare creates a stream's series at zero (and its schedule's
 // interval), so dashboards and alerts see them before the first run.
-func (m *Metrics) Declare(source, stream string, interval time.Duration) {
+func (m *Metrics) Declare(source, stream string, logins []string, interval time.Duration) {
 	m.interval.WithLabelValues(source, stream).Set(interval.Seconds())
-	for _, reason := range []string{SkipLocked, SkipCapacity} {
+	for _, reason := range []string{SkipLocked, SkipCapacity, SkipBudget} {
 		m.skipped.WithLabelValues(source, stream, reason)
 	}
 	m.lockHeld.WithLabelValues(source, stream)
@@ -132,14 +142,24 @@ func (m *Metrics) Declare(source, stream string, interval time.Duration) {
 	}
 	m.pages.WithLabelValues(source, stream)
 	m.rateWait.WithLabelValues(source)
-	m.held.WithLabelValues(source, stream)
+	m.inFlight.WithLabelValues(source)
+	m.budgetWait.WithLabelValues(source)
+	for _, l := range logins {
+		m.held.WithLabelValues(source, stream, l)
+	}
 }
 
-// Reasons a scheduled run is skipped.
+// Reasons a scheduled run is skipped: another process holds the
+// stream's lock; no run slot of the process came free before the next
+// tick; no slot of the source's request budget did.
 const (
 	SkipLocked   = "locked"
 	SkipCapacity = "capacity"
+	SkipBudget   = "budget"
 )
+
+// BudgetWait counts a run's wait for its source's request budget.
+func (m *Metrics) BudgetWait(source string, d time.Duration) { m.ERP(source).BudgetWait(d) }
 
 // Skipped counts a scheduled run not made.
 func (m *Metrics) Skipped(source, stream, reason string) {
@@ -180,14 +200,14 @@ func (m *Metrics) RunFinished(source, stream string, o model.RunOutcome) {
 	m.runs.WithLabelValues(source, stream, string(o.Status)).Inc()
 	m.duration.WithLabelValues(source, stream).Observe(o.Elapsed.Seconds())
 	if !o.FreshAt.IsZero() {
-		m.lastSuccess.WithLabelValues(source, stream).Set(float64(o.FreshAt.UnixNano()) / 1e9)
-		m.held.WithLabelValues(source, stream).Set(float64(o.HeldDeletions))
+		m.lastSuccess.WithLabelValues(source, stream, o.Login).Set(float64(o.FreshAt.UnixNano()) / 1e9)
+		m.held.WithLabelValues(source, stream, o.Login).Set(float64(o.HeldDeletions))
 	}
 	switch o.Status {
 	case model.StatusSucceeded:
-		m.lastFailed.WithLabelValues(source, stream).Set(0)
+		m.lastFailed.WithLabelValues(source, stream, o.Login).Set(0)
 	case model.StatusFailed:
-		m.lastFailed.WithLabelValues(source, stream).Set(1)
+		m.lastFailed.WithLabelValues(source, stream, o.Login).Set(1)
 	}
 }
 
@@ -210,4 +230,15 @@ func (o ERPObserver) Retry(route, reason string) {
 
 func (o ERPObserver) RateLimitWait(d time.Duration) {
 	o.m.rateWait.WithLabelValues(o.source).Add(d.Seconds())
+}
+
+// InFlight follows the requests in flight to the source (erp.BudgetObserver).
+func (o ERPObserver) InFlight(delta int) {
+	o.m.inFlight.WithLabelValues(o.source).Add(float64(delta))
+}
+
+// BudgetWait counts a wait for the source's request budget, by a request
+// or by a run the scheduler held back (erp.BudgetObserver).
+func (o ERPObserver) BudgetWait(d time.Duration) {
+	o.m.budgetWait.WithLabelValues(o.source).Add(d.Seconds())
 }

@@ -67,7 +67,7 @@ func readRules(t *testing.T) ruleFile {
 func exported(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	m := New()
-	m.Declare("default", "invoices", 5*time.Minute)
+	m.Declare("default", "invoices", []string{"erpsync"}, 5*time.Minute)
 	m.PageCommitted("default", "invoices", model.RunStats{Pages: 1, Inserted: 2, Updated: 1, Unchanged: 3, Rejected: 1})
 	m.RunFinished("default", "invoices", model.RunOutcome{Status: model.StatusSucceeded, Elapsed: time.Second,
 		FreshAt: time.Now(), HeldDeletions: 2})

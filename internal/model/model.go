@@ -37,14 +37,16 @@ func (s *RunStats) Add(o RunStats) {
 	s.Deleted += o.Deleted
 }
 
-// Scope is what every row a run writes shares: the configured source and
-// the company and branch of the credentials that read it.
+// Scope is who reads in a run: the configured source, the login (its
+// username or client id), and the company and branch context of the
+// login's token, which labels the rows whose records carry none.
 type Scope struct {
-	Source, CompanyID, BranchID string
+	Source, Login, CompanyID, BranchID string
 }
 
 // RunOutcome is what a finished run tells its observers.
 type RunOutcome struct {
+	Login   string
 	Status  RunStatus
 	Elapsed time.Duration
 	// FreshAt is when the stream's data were complete, if this run
@@ -58,3 +60,8 @@ type RunOutcome struct {
 // aged, for more than this many intervals of its schedule is overdue and
 // reported.
 const OverdueFactor = 3
+
+// Overdue is the one rule of when something has gone on too long: more
+// than OverdueFactor intervals of the stream's schedule (an interval of 0
+// is unknown: nothing is overdue).
+func Overdue(d, interval time.Duration) bool { return interval > 0 && d > OverdueFactor*interval }

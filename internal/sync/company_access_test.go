@@ -26,7 +26,7 @@ func (h *harness) syncSource(source string, sim *erpsim.Sim, streams ...string) 
 	for _, name := range streams {
 		s, _ := catalog.Lookup(name)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		res := h.runner.Run(ctx, nil, sync.Target{Source: source, Client: client, PageSize: h.pages, Prefixes: h.prefixes}, s, nil)
+		res := h.runner.Run(ctx, nil, sync.Target{Source: source, Logins: []sync.Login{{Name: "erpsync", Client: client}}, PageSize: h.pages, Prefixes: h.prefixes}, s, nil)[0]
 		cancel()
 		if res.Status != model.StatusSucceeded {
 			h.t.Fatalf("%s/%s: %s: %v", source, name, res.Status, res.Err)

@@ -79,7 +79,7 @@ func (h *harness) run(stream string) sync.Result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Client: h.client, PageSize: h.pages, Prefixes: h.prefixes, History: h.history}, s, nil)
+	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages, Prefixes: h.prefixes, History: h.history}, s, nil)[0]
 }
 
 func (h *harness) mustRun(stream string) sync.Result {

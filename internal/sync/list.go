@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -51,7 +52,13 @@ type List struct {
 	// Permission is the ERP permission the route needs, as the API
 	// reference names it ("" when it lists none).
 	Permission string
-	Columns    []Column
+	// Contract is what the reference says of the route's contract.
+	Contract Contract
+	// Schedule is the default schedule; "" is DefaultSchedule.
+	Schedule string
+	// Core lists are enabled when the configuration names no streams.
+	Core    bool
+	Columns []Column
 	// Expect lists the top-level fields the stream expects with their JSON
 	// kinds ("number|string"); differences are recorded as drift. null
 	// matches any kind.
@@ -76,38 +83,37 @@ type expectedField struct {
 	kinds       []string
 }
 
-// History is whether, by default, a stream keeps the versions its rows
-// replace; a source's configuration may change the default of a stream
-// that has a history table.
-type History int
-
-const (
-	NoHistory  History = iota // no history table
-	HistoryOff                // a history table, kept when configured
-	HistoryOn                 // kept unless configured off
-)
-
-// HistoryOf is the stream's history default.
-func HistoryOf(s Stream) History {
-	if l, ok := s.(*List); ok {
-		return l.History
-	}
-	return NoHistory
-}
-
-// keepsHistory is whether the stream keeps history for the target.
-func (l *List) keepsHistory(t Target) bool {
-	if l.History == NoHistory {
+// keepsHistory is whether a stream keeps history for the target: as
+// configured, else its default.
+func keepsHistory(t Target, name string, h History) bool {
+	if h == NoHistory {
 		return false
 	}
-	if on, ok := t.History[l.Stream]; ok {
+	if on, ok := t.History[name]; ok {
 		return on
 	}
-	return l.History == HistoryOn
+	return h == HistoryOn
 }
+
+// DefaultSchedule is the schedule of a stream that declares none.
+const DefaultSchedule = "@every 30m"
 
 // Name is the stream's name.
 func (l *List) Name() string { return l.Stream }
+
+// Info declares the list's route, table and columns.
+func (l *List) Info() Info {
+	info := Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: cmp.Or(l.Schedule, DefaultSchedule),
+		Core: l.Core, History: l.History, Table: "erp." + l.Stream}
+	for _, c := range l.Columns {
+		if c.Type == Money {
+			info.Money = append(info.Money, c.Name)
+		} else {
+			info.Typed = append(info.Typed, c.Name)
+		}
+	}
+	return info
+}
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.
 func (l *List) Validate() error {
@@ -234,11 +240,11 @@ type knownPages struct {
 
 // digestVersion changes whenever the way records become rows changes: the
 // pages a previous version recorded are then known no more.
-const digestVersion = "1"
+const digestVersion = "2"
 
 func (l *List) knownPages(sc model.Scope, answers map[[sha256.Size]byte][sha256.Size]byte) knownPages {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00", digestVersion, l.Stream, sc.Source, sc.CompanyID, sc.BranchID)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00", digestVersion, l.Stream, sc.Source, sc.Login, sc.CompanyID, sc.BranchID)
 	for _, c := range l.Columns {
 		fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00", c.Name, c.Field, c.Type, c.Scale)
 	}
@@ -286,7 +292,7 @@ func (l *List) convert(p *erp.Page, i int, values []any) (db.Row, erp.Record, er
 	if err := db.CheckKey("id", id); err != nil {
 		return db.Row{}, rec, err
 	}
-	row := db.Row{ID: id, Values: values, Payload: raw, Hash: sha256.Sum256(raw)}
+	row := db.Row{ID: id, Values: values, Payload: raw, Hash: sha256.Sum256(raw), Labels: RecordLabels(rec)}
 	for i, c := range l.Columns {
 		switch c.Type {
 		case Money:

@@ -12,20 +12,49 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/model"
 )
 
-// Prober is a Stream that can look at its route without writing anything:
-// one small read, for `erpsync probe`, the first command against an
-// installation.
+// Prober is a stream that can look at its route without writing anything:
+// one small read per login, for `erpsync probe`, the first command
+// against an installation.
 type Prober interface {
-	Probe(ctx context.Context, t Target) ProbeReport
+	Probe(ctx context.Context, p *Probe) ProbeReport
 }
 
-// ProbeReport is what one small read of a stream's route showed.
+// Probe is one login of a source, as a Prober sees it.
+type Probe struct {
+	Target Target
+	Login  Login
+	// Scope is the source, the login and its company and branch context.
+	Scope model.Scope
+}
+
+// Client is the login's ERP client.
+func (p *Probe) Client() *erp.Client { return p.Login.Client }
+
+// Path is path with the source's prefix (see Target.Path).
+func (p *Probe) Path(path string) string { return p.Target.Path(path) }
+
+// Report is the report of stream s for this login, its declarations
+// filled in; route, when not "", overrides Info's.
+func (p *Probe) Report(s Stream, route string) ProbeReport {
+	info := s.Info()
+	return ProbeReport{Stream: s.Name(), Login: p.Scope.Login, CompanyID: p.Scope.CompanyID, BranchID: p.Scope.BranchID,
+		Route: cmp.Or(route, info.Route), Permission: info.Permission, Contract: info.Contract}
+}
+
+// ProbeReport is what one small read of a stream's route showed through
+// one login.
 type ProbeReport struct {
-	Stream     string `json:"stream"`
-	Route      string `json:"route"`
-	Permission string `json:"permission,omitempty"`
+	Stream string `json:"stream"`
+	// Login and its context, as the token says.
+	Login      string   `json:"login"`
+	CompanyID  string   `json:"company_id"`
+	BranchID   string   `json:"branch_id"`
+	Route      string   `json:"route"`
+	Permission string   `json:"permission,omitempty"`
+	Contract   Contract `json:"contract"`
 	// Status is the HTTP status of the answer; 0 when none came.
 	Status int `json:"status"`
 	// Problem says, in words, what makes the stream unusable; "" when it
@@ -44,6 +73,20 @@ type ProbeReport struct {
 	// erpsync does not expect (kept in payload all the same).
 	Missing    []string `json:"missing,omitempty"`
 	Unexpected []string `json:"unexpected,omitempty"`
+	// Labelled counts the records that carry their own company and branch
+	// (their rows are labelled with them), OtherBranch those of them whose
+	// branch is not the login's: a sign of company-wide lists.
+	Labelled    int `json:"labelled"`
+	OtherBranch int `json:"other_branch"`
+	// ListScope is what the answers of all the source's logins show of
+	// the list: "branch" (each login lists its branch's records),
+	// "company" (each lists the whole company's), or "" (cannot tell).
+	ListScope string `json:"list_scope,omitempty"`
+	// Warnings are what is worth knowing without making the stream
+	// unusable.
+	Warnings []string `json:"warnings,omitempty"`
+	// IDs are the ids read, to compare what the logins list.
+	IDs []string `json:"-"`
 }
 
 // MoneyProbe is how one money field of the records read parsed.
@@ -61,26 +104,19 @@ func (p ProbeReport) Usable() bool { return p.Problem == "" }
 const probePageSize = 5
 
 // Probe reads the first page of the route.
-func (l *List) Probe(ctx context.Context, t Target) ProbeReport {
-	rep := ProbeReport{Stream: l.Stream, Route: t.Path(l.Path), Permission: l.Permission}
-	req := l.request(t, "")
+func (l *List) Probe(ctx context.Context, p *Probe) ProbeReport {
+	rep := p.Report(l, "GET "+p.Path(l.Path))
+	req := l.request(p.Target, "")
 	req.PageSize = probePageSize
-	lister := t.Client.List(req)
-	page, err := lister.Next(ctx)
+	page, err := p.Client().List(req).Next(ctx)
 	if err != nil {
 		rep.Failed(err)
 		return rep
 	}
 	defer page.Release()
 	rep.Status = http.StatusOK
-	rep.Page(page)
-	var money []string
-	for _, c := range l.Columns {
-		if c.Type == Money {
-			money = append(money, c.Field)
-		}
-	}
-	rep.Examine(page, []string{"id"}, money, l.Expect)
+	rep.Page(page, req.PageSize)
+	rep.Examine(page, p.Scope, []string{"id"}, l.Info().Money, l.Expect)
 	return rep
 }
 
@@ -96,10 +132,7 @@ func (p *ProbeReport) Failed(err error) {
 		p.Status = he.Status
 		switch he.Status {
 		case http.StatusForbidden:
-			p.Problem = "access refused (403): the integration user lacks the route's permission"
-			if p.Permission != "" {
-				p.Problem = "access refused (403): the integration user needs " + p.Permission
-			}
+			p.Problem = "access refused (403): " + Forbidden(p.Permission)
 		case http.StatusNotFound:
 			p.Problem = "route absent (404): this ERP release does not serve it"
 		default:
@@ -116,8 +149,22 @@ func (p *ProbeReport) Failed(err error) {
 	}
 }
 
-// Page records the envelope and the paging signals of an answer.
-func (p *ProbeReport) Page(page *erp.Page) {
+// Forbidden names every cause the API reference gives for a 403 on a
+// read: a permission the integration user lacks (by name, when the
+// reference names one), the licence, or the login's company or branch
+// context.
+func Forbidden(permission string) string {
+	perm := "the integration user lacks the route's permission"
+	if permission != "" {
+		perm = "the integration user lacks " + permission
+	}
+	return perm + ", or the ERP's licence does not cover the route, or the login's company or branch context cannot reach it"
+}
+
+// Page records the envelope and the paging signals of an answer to a
+// request that asked for asked records (0: asked for no page size), and
+// warns of a list that may be cut.
+func (p *ProbeReport) Page(page *erp.Page, asked int) {
 	p.Envelope = page.Envelope
 	if page.Pagination {
 		p.Paging = append(p.Paging, "has_next="+strconv.FormatBool(page.HasNext))
@@ -134,13 +181,17 @@ func (p *ProbeReport) Page(page *erp.Page) {
 	if page.RecordsTotal >= 0 {
 		p.Paging = append(p.Paging, "recordsTotal="+strconv.FormatInt(page.RecordsTotal, 10))
 	}
+	if mayBeCut(page, asked) {
+		p.Warnings = append(p.Warnings, cutWarning(len(page.Records)))
+	}
 }
 
-// Examine looks at records as a stream would use them: is the first of
-// idFields there (nil: no id needed), do the money fields parse and with
-// what scale, which expected fields are missing and which are unexpected
-// (when expect is not nil).
-func (p *ProbeReport) Examine(page *erp.Page, idFields, money []string, expect map[string]string) {
+// Examine looks at records as a stream would use them, read through the
+// login of scope: is the first of idFields there (nil: no id needed), do
+// the money fields parse and with what scale, which expected fields are
+// missing and which are unexpected (when expect is not nil), and which
+// company and branch the records carry.
+func (p *ProbeReport) Examine(page *erp.Page, scope model.Scope, idFields, money []string, expect map[string]string) {
 	p.Records = len(page.Records)
 	probes := make([]MoneyProbe, len(money))
 	missing, unexpected := map[string]bool{}, map[string]bool{}
@@ -155,6 +206,12 @@ func (p *ProbeReport) Examine(page *erp.Page, idFields, money []string, expect m
 		}
 		if err == nil {
 			err = p.checkID(rec, idFields)
+		}
+		if lb := RecordLabels(rec); lb.Own {
+			p.Labelled++
+			if lb.CompanyID != scope.CompanyID || lb.BranchID != scope.BranchID {
+				p.OtherBranch++
+			}
 		}
 		for j, field := range money {
 			probes[j].Field = field
@@ -211,15 +268,69 @@ func (p *ProbeReport) checkID(rec erp.Record, idFields []string) error {
 		return nil
 	}
 	for _, f := range idFields {
-		if _, ok, err := rec.Text(f); err != nil || ok {
+		if v, ok, err := rec.Text(f); err != nil || ok {
 			if _, err := KeyField(rec, f); err != nil {
 				return err
 			}
 			p.WithID++
+			p.IDs = append(p.IDs, v)
 			return nil
 		}
 	}
 	return fmt.Errorf("record has no %s", strings.Join(idFields, " or "))
+}
+
+// ListScopes decides, for each stream, whether its lists are scoped to
+// the login's branch or company-wide, from what every login of one source
+// read (reports of one source, every stream and login): records of
+// another branch say company-wide; logins of different branches that
+// read the same records say company-wide, and that read none in common,
+// branch-scoped. One login whose records all carry its own branch says
+// branch-scoped; without labels, one login cannot tell.
+func ListScopes(reports []ProbeReport) {
+	byStream := map[string][]int{}
+	for i, r := range reports {
+		if r.Problem == "" && r.Records > 0 {
+			byStream[r.Stream] = append(byStream[r.Stream], i)
+		}
+	}
+	for _, idx := range byStream {
+		scope := ""
+		for _, i := range idx {
+			r := reports[i]
+			switch {
+			case r.OtherBranch > 0:
+				scope = "company"
+			case scope == "" && r.Labelled == r.Records:
+				scope = "branch"
+			}
+		}
+		for a := 0; a < len(idx) && scope != "company"; a++ {
+			for b := a + 1; b < len(idx); b++ {
+				ra, rb := reports[idx[a]], reports[idx[b]]
+				if ra.CompanyID != rb.CompanyID || ra.BranchID == rb.BranchID {
+					continue
+				}
+				if shared(ra.IDs, rb.IDs) {
+					scope = "company"
+				} else if len(ra.IDs) > 0 && len(rb.IDs) > 0 {
+					scope = "branch"
+				}
+			}
+		}
+		for _, i := range idx {
+			reports[i].ListScope = scope
+		}
+	}
+}
+
+func shared(a, b []string) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -22,7 +22,9 @@ import (
 type Run struct {
 	runner   *Runner
 	target   Target
-	name     string
+	login    Login
+	key      db.StreamKey // source, stream, login
+	info     Info
 	conn     *pgx.Conn
 	runID    int64
 	log      *slog.Logger
@@ -36,6 +38,7 @@ type Run struct {
 	freshAt time.Time
 	held    int64         // rows the deletion guard held
 	rejects []db.Rejected // reported since the last commit
+	drift   []db.Drift    // reported since the last commit
 
 	// written are the ids the sweep wrote so far; a known page holding one
 	// of them is not skipped (see committer.page). Past maxWritten ids,
@@ -45,11 +48,30 @@ type Run struct {
 	fellBack bool // a bulk load met a row it had written already
 }
 
-// Client is the ERP client of the run's source.
-func (r *Run) Client() *erp.Client { return r.target.Client }
+// Client is the ERP client of the run's login.
+func (r *Run) Client() *erp.Client { return r.login.Client }
 
-// Scope is the source, company and branch every row of the run carries.
+// Scope is the run's source and login, with the company and branch
+// context of the login: the labels of a row whose record carries none.
 func (r *Run) Scope() model.Scope { return r.scope }
+
+// Setting is the value of one of the stream's own settings (Info.Settings)
+// for the source: configured, else its default.
+func (r *Run) Setting(key string) string {
+	if v, ok := r.target.Settings[r.key.Stream][key]; ok {
+		return v
+	}
+	for _, s := range r.info.Settings {
+		if s.Key == key {
+			return s.Default
+		}
+	}
+	return ""
+}
+
+// KeepsHistory is whether the run keeps the versions its rows replace:
+// as the source's configuration says, else the stream's default.
+func (r *Run) KeepsHistory() bool { return keepsHistory(r.target, r.key.Stream, r.info.History) }
 
 // PageSize is the number of records to ask for per page.
 func (r *Run) PageSize() int { return r.target.PageSize }
@@ -74,8 +96,19 @@ func (t Target) Path(p string) string {
 // Log is the run's logger (source and stream attached).
 func (r *Run) Log() *slog.Logger { return r.log }
 
-// DB reads the warehouse on the run's connection, between commits.
-func (r *Run) DB() db.Querier { return r.conn }
+// Read reads the warehouse on the run's connection, between commits, in
+// a read-only transaction: a stream writes only through Commit.
+func (r *Run) Read(ctx context.Context, read func(ctx context.Context, q db.Reader) error) error {
+	tx, err := r.conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin: %w", db.Describe(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := read(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
 
 // Note records something handled but worth knowing in the run's
 // erp.sync_runs.note.
@@ -87,6 +120,11 @@ func (r *Run) Note(format string, args ...any) {
 // reason and raw bytes, by the run's next commit, and counted as
 // rejected; the rest of the stream carries on.
 func (r *Run) Reject(rec db.Rejected) { r.rejects = append(r.rejects, rec) }
+
+// Drift reports differences between what the stream expects of a record
+// and what came (see Expect); they are added to erp.schema_drift by the
+// run's next commit.
+func (r *Run) Drift(d ...db.Drift) { r.drift = append(r.drift, d...) }
 
 // Stopped returns a non-nil error once a stop was asked for: a stream
 // that commits several times returns it between commits.
@@ -114,16 +152,16 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 			err = r.panicked(p)
 		}
 	}()
-	id, err := r.target.Client.Identity(ctx)
+	id, err := r.login.Client.Identity(ctx)
 	if err != nil {
-		return fmt.Errorf("%s: %w", r.name, err)
+		return fmt.Errorf("%s: %w", r.key.Stream, err)
 	}
-	r.scope = model.Scope{Source: r.target.Source, CompanyID: id.CompanyID, BranchID: id.BranchID}
+	r.scope = model.Scope{Source: r.target.Source, Login: r.login.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}
 	if err := s.Sync(ctx, r); err != nil {
 		return err
 	}
 	if r.freshAt.IsZero() { // a stream without sweeps read all it had to
-		r.freshAt, err = db.MarkComplete(ctx, r.conn, r.target.Source, r.name)
+		r.freshAt, err = db.MarkComplete(ctx, r.conn, r.key)
 	}
 	return err
 }
@@ -142,7 +180,7 @@ func (r *Run) analyze(ctx context.Context, t *db.Table, loaded int64) {
 
 func (r *Run) panicked(p any) error {
 	r.log.Error("panic in stream", "panic", p, "stack", string(debug.Stack()))
-	return fmt.Errorf("%s: panic: %v", r.name, p)
+	return fmt.Errorf("%s: panic: %v", r.key.Stream, p)
 }
 
 // epilogue is what a transaction writes after its rows. Outside sweeps it
@@ -184,8 +222,8 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 		next = *e.sweep
 		last = r.queuePages(book, e, &next)
 	}
-	db.QueueInsertRejected(book, r.target.Source, r.name, r.runID, rejected)
-	db.QueueRecordDrift(book, r.target.Source, r.name, mergeDrift(drift))
+	db.QueueInsertRejected(book, r.target.Source, r.key.Stream, r.runID, rejected)
+	db.QueueRecordDrift(book, r.target.Source, r.key.Stream, mergeDrift(append(drift, r.drift...)))
 	if e.sweep != nil && !last && st.Inserted+st.Updated == 0 && len(rejected) == 0 {
 		// The pages changed nothing: the transaction holds only where the
 		// sweep stands, its seen-list (which a Postgres crash empties
@@ -219,10 +257,10 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 			r.analyze(ctx, e.table, next.Rows)
 		}
 	}
-	r.rejects = nil
+	r.rejects, r.drift = nil, nil
 	st.Rejected += int64(len(rejected))
 	r.stats.Add(st)
-	r.runner.obs().PageCommitted(r.target.Source, r.name, st)
+	r.runner.obs().PageCommitted(r.target.Source, r.key.Stream, st)
 	if r.progress != nil {
 		r.progress(r.stats)
 	}
@@ -250,7 +288,7 @@ func (r *Run) queuePages(book *pgx.Batch, e *epilogue, next *db.Checkpoint) bool
 	}
 	end := e.pages[len(e.pages)-1]
 	db.QueueAdvanceCheckpoint(book, next, end.cursor, int64(len(e.pages)), rows)
-	db.QueueRecordPageDigests(book, next.Source, next.Stream, next.SweepID, digests)
+	db.QueueRecordPageDigests(book, next.Key, next.SweepID, digests)
 	return end.last
 }
 
@@ -267,7 +305,7 @@ func (r *Run) endSweep(ctx context.Context, tx pgx.Tx, e *epilogue, cp db.Checkp
 	} else if twice {
 		keep = 0
 	}
-	if err = db.ForgetPageDigests(ctx, tx, cp.Source, cp.Stream, keep); err != nil {
+	if err = db.ForgetPageDigests(ctx, tx, cp.Key, keep); err != nil {
 		return freshAt, 0, err
 	}
 	if deleted, err = r.markDeletions(ctx, tx, e.table, cp, e.pages[len(e.pages)-1]); err != nil {
@@ -351,7 +389,7 @@ func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp 
 			return 0, nil
 		}
 	}
-	sc := db.Scope{Scope: r.scope, SweepID: cp.SweepID}
+	sc := db.SweepScope{Scope: r.scope, SweepID: cp.SweepID}
 	n, _, err := table.Gone(ctx, tx, sc, false)
 	if err != nil {
 		return 0, err
@@ -390,13 +428,13 @@ const (
 // rule, and returns how many it marked. It runs in the transaction that
 // completes the read: a stream of its own calls it in its last Commit.
 func (r *Run) MarkGone(ctx context.Context, tx pgx.Tx, d Deletions) (int64, error) {
-	cp, err := db.LoadCheckpoint(ctx, tx, r.target.Source, r.name)
+	cp, err := db.LoadCheckpoint(ctx, tx, r.key)
 	if err != nil {
 		return 0, err
 	}
 	mark := func() (int64, error) {
 		if cp.Held.Rows > 0 { // what was held is marked, or gone no more
-			if err := db.SetHeld(ctx, tx, r.target.Source, r.name, db.Held{}); err != nil {
+			if err := db.SetHeld(ctx, tx, r.key, db.Held{}); err != nil {
 				return 0, err
 			}
 		}
@@ -428,14 +466,14 @@ func (r *Run) MarkGone(ctx context.Context, tx pgx.Tx, d Deletions) (int64, erro
 			held.Sweeps, held.Since.UTC().Format(time.RFC3339))
 		return mark()
 	}
-	if err := db.SetHeld(ctx, tx, r.target.Source, r.name, held); err != nil {
+	if err := db.SetHeld(ctx, tx, r.key, held); err != nil {
 		return 0, err
 	}
 	r.held = held.Rows
 	r.log.Warn("deletion held: too many live rows gone at once", "rows", d.Rows, "live", d.Live,
 		"sweeps_agreeing", held.Sweeps, "applied_after", guardConfirmations+1)
 	r.Note("deletion held: %d of %d live rows gone (sweep %d of %d that must agree; or confirm with erpsync sync --confirm-deletions %s)",
-		d.Rows, d.Live, held.Sweeps, guardConfirmations+1, r.name)
+		d.Rows, d.Live, held.Sweeps, guardConfirmations+1, r.key.Stream)
 	return 0, nil
 }
 

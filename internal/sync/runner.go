@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erpsync/erpsync/internal/db"
@@ -38,9 +40,13 @@ func (nopObserver) RunFinished(string, string, model.RunOutcome) {}
 
 // Runner runs streams against the warehouse.
 type Runner struct {
+	// Pool has a connection per run allowed at once (db.Pools.Runs).
 	Pool *pgxpool.Pool
-	Log  *slog.Logger
-	Obs  Observer
+	// Service records a run's outcome when its own connection was lost
+	// (db.Pools.Service); nil uses Pool.
+	Service *pgxpool.Pool
+	Log     *slog.Logger
+	Obs     Observer
 	// Prefetch is how many pages are fetched ahead of the page being
 	// written. 0 fetches strictly after each commit, so a crash re-fetches
 	// at most one page; 1 overlaps the next fetch with the current write.
@@ -50,10 +56,12 @@ type Runner struct {
 	ConfirmDeletions bool
 }
 
-// Target is a source as a run sees it.
+// Target is a source as its runs see it.
 type Target struct {
-	Source   string
-	Client   *erp.Client
+	Source string
+	// Logins read the source, each in the company and branch context its
+	// token carries. A run of a stream reads through each in turn.
+	Logins   []Login
 	PageSize int
 	// Prefixes are the installation's own path prefixes, by name: a
 	// stream's path that starts with {name} is read under that prefix
@@ -61,12 +69,23 @@ type Target struct {
 	Prefixes map[string]string
 	// History says, per stream, whether to keep the versions rows
 	// replace, where the configuration says; other streams follow their
-	// default (HistoryOf).
+	// default (Info.History).
 	History map[string]bool
+	// Settings are the streams' own settings (Info.Settings), by stream,
+	// every one filled in.
+	Settings map[string]map[string]string
 }
 
-// Result is the outcome of one run.
+// Login is one login of a source: what it is known by (its username or
+// client id) and its client.
+type Login struct {
+	Name   string
+	Client *erp.Client
+}
+
+// Result is the outcome of one run: one stream read through one login.
 type Result struct {
+	Login   string
 	RunID   int64
 	Status  model.RunStatus
 	SweepID int64
@@ -80,49 +99,30 @@ type Result struct {
 	Err           error
 }
 
-// Run runs one stream of one source once. Closing stop lets the commit in
-// flight finish, then ends the run as cancelled; cancelling ctx aborts at
-// once. progress, if not nil, is called after every commit with the run's
-// totals.
-func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(model.RunStats)) Result {
-	start := time.Now()
-	log := rn.logger().With("source", t.Source, "stream", s.Name())
-	res := rn.run(ctx, stop, t, s, log, progress)
-	res.Elapsed = time.Since(start)
-	if errors.Is(res.Err, ErrBusy) {
-		log.Debug("sync skipped: another process holds the stream's lock")
-		return res
-	}
-	rn.obs().RunFinished(t.Source, s.Name(), model.RunOutcome{Status: res.Status, Elapsed: res.Elapsed,
-		FreshAt: res.FreshAt, HeldDeletions: res.HeldDeletions})
-	attrs := []any{"status", res.Status, "run_id", res.RunID, "pages", res.Stats.Pages, "rows", res.Stats.Seen,
-		"inserted", res.Stats.Inserted, "updated", res.Stats.Updated, "unchanged", res.Stats.Unchanged,
-		"rejected", res.Stats.Rejected, "deleted", res.Stats.Deleted, "duration", res.Elapsed.Round(time.Millisecond)}
-	if res.HeldDeletions > 0 {
-		attrs = append(attrs, "deletions_held", res.HeldDeletions)
-	}
-	if res.Status == model.StatusFailed {
-		log.Error("sync finished", append(attrs, "err", res.Err)...)
-	} else {
-		log.Info("sync finished", attrs...)
-	}
-	return res
-}
-
-func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, log *slog.Logger, progress func(model.RunStats)) Result {
+// Run runs one stream of one source once, through each of the target's
+// logins in turn, holding the stream's lock throughout: the logins of a
+// source write the same rows, and taking turns keeps them from waiting
+// on each other's row locks. It returns one result per login run, or a
+// single ErrBusy result when another process holds the lock. Closing stop
+// lets the commit in flight finish, then ends the run as cancelled and
+// starts no further login; cancelling ctx aborts at once. progress, if
+// not nil, is called after every commit with the login's run totals.
+func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
 	name := s.Name()
+	log := rn.logger().With("source", t.Source, "stream", name)
 	pc, err := rn.Pool.Acquire(ctx)
 	if err != nil {
-		return Result{Status: model.StatusFailed, Err: fmt.Errorf("%s: database: %w", name, db.Describe(err))}
+		return []Result{{Status: model.StatusFailed, Err: fmt.Errorf("%s: database: %w", name, db.Describe(err))}}
 	}
 	conn := pc.Conn()
 	defer pc.Release()
 	locked, err := db.TryStreamLock(ctx, conn, t.Source, name)
 	if err != nil {
-		return Result{Status: model.StatusFailed, Err: err}
+		return []Result{{Status: model.StatusFailed, Err: err}}
 	}
 	if !locked {
-		return Result{Err: ErrBusy}
+		log.Debug("sync skipped: another process holds the stream's lock")
+		return []Result{{Err: ErrBusy}}
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -133,19 +133,49 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 			conn.Close(uctx)
 		}
 	}()
-
 	if n, err := db.CloseAbandonedRuns(ctx, conn, t.Source, name); err != nil {
-		return Result{Status: model.StatusFailed, Err: err}
+		return []Result{{Status: model.StatusFailed, Err: err}}
 	} else if n > 0 {
 		log.Warn("closed runs left running by a process that died", "runs", n)
 	}
+	var out []Result
+	for _, l := range t.Logins {
+		if stopped(stop) || conn.IsClosed() {
+			break
+		}
+		llog := log
+		if len(t.Logins) > 1 {
+			llog = log.With("login", l.Name)
+		}
+		var p func(model.RunStats)
+		if progress != nil {
+			p = func(st model.RunStats) { progress(l.Name, st) }
+		}
+		start := time.Now()
+		res := rn.runLogin(ctx, stop, conn, t, l, s, llog, p)
+		res.Login, res.Elapsed = l.Name, time.Since(start)
+		rn.report(t.Source, name, llog, res)
+		out = append(out, res)
+	}
+	return out
+}
+
+// runLogin runs the stream through one login, on the lock's connection.
+func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, t Target, l Login, s Stream, log *slog.Logger, progress func(model.RunStats)) Result {
+	name := s.Name()
+	if err := db.CheckWritable(ctx, conn); err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
+	key := db.StreamKey{Source: t.Source, Stream: name, Login: l.Name}
+	if err := db.ClaimLegacyCheckpoint(ctx, conn, key); err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
 	host, _ := os.Hostname()
-	runID, err := db.StartRun(ctx, conn, t.Source, name, host, os.Getpid())
+	runID, err := db.StartRun(ctx, conn, key, host, os.Getpid())
 	if err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
 	}
-
-	r := &Run{runner: rn, target: t, name: name, conn: conn, runID: runID, log: log, progress: progress, stop: stop}
+	r := &Run{runner: rn, target: t, login: l, key: key, info: s.Info(), conn: conn, runID: runID, log: log, progress: progress, stop: stop}
 	err = r.execute(ctx, s)
 	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, HeldDeletions: r.held,
 		Err: err, Status: statusOf(err)}
@@ -160,12 +190,39 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 	}
 	var q db.Querier = conn
 	if conn.IsClosed() {
-		q = rn.Pool
+		q = cmp.Or(rn.Service, rn.Pool)
 	}
 	if ferr := db.FinishRun(fctx, q, runID, res.Status, r.sweepID, r.stats, errText, strings.Join(r.notes, "; ")); ferr != nil {
 		log.Error("could not record the run's outcome", "err", ferr)
 	}
 	return res
+}
+
+// report tells the observer and the log how a run ended.
+func (rn *Runner) report(source, stream string, log *slog.Logger, res Result) {
+	rn.obs().RunFinished(source, stream, model.RunOutcome{Login: res.Login, Status: res.Status, Elapsed: res.Elapsed,
+		FreshAt: res.FreshAt, HeldDeletions: res.HeldDeletions})
+	attrs := []any{"status", res.Status, "run_id", res.RunID, "pages", res.Stats.Pages, "rows", res.Stats.Seen,
+		"inserted", res.Stats.Inserted, "updated", res.Stats.Updated, "unchanged", res.Stats.Unchanged,
+		"rejected", res.Stats.Rejected, "deleted", res.Stats.Deleted, "duration", res.Elapsed.Round(time.Millisecond)}
+	if res.HeldDeletions > 0 {
+		attrs = append(attrs, "deletions_held", res.HeldDeletions)
+	}
+	if res.Status == model.StatusFailed {
+		log.Error("sync finished", append(attrs, "err", res.Err)...)
+	} else {
+		log.Info("sync finished", attrs...)
+	}
+}
+
+// stopped reports whether stop was closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // statusOf is the one rule from a run's error to its status.

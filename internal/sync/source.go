@@ -57,7 +57,7 @@ type fetched struct {
 }
 
 func (r *Run) newPageSource(ctx context.Context, req erp.ListRequest, base int64, prepare func(*erp.Page) *batch) *pageSource {
-	s := &pageSource{run: r, lister: r.target.Client.List(req), prepare: prepare, base: base, cancel: func() {}}
+	s := &pageSource{run: r, lister: r.login.Client.List(req), prepare: prepare, base: base, cancel: func() {}}
 	if n := r.runner.Prefetch; n > 0 {
 		var fctx context.Context
 		fctx, s.cancel = context.WithCancel(ctx)
@@ -100,7 +100,7 @@ func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 	}()
 	page, err := s.lister.Next(ctx)
 	if err != nil {
-		return fetched{err: fmt.Errorf("%s page %d: %w", s.run.name, n, err)}
+		return fetched{err: fmt.Errorf("%s page %d: %w", s.run.key.Stream, n, err)}
 	}
 	s.fetched++
 	b := s.prepare(page)

@@ -15,17 +15,88 @@ import (
 )
 
 // Stream is one kind of record pulled from a source into the warehouse.
+// It is its catalog entry: Info declares everything else erpsync needs to
+// know of it, and it may also be a Prober and a Verifier.
 //
 // Sync reads the ERP through run.Client and writes only through
 // run.Commit (a *List does both for a list route), so every write ends
-// with the same epilogue. It returns nil only when everything the stream
-// had to read was read and committed; the run then records the stream's
-// data as fresh. Between commits it should return run.Stopped() when that
-// is not nil, so a shutdown does not wait for the whole stream.
+// with the same bookkeeping. It returns nil only when everything the
+// stream had to read was read and committed; the run then records the
+// stream's data as fresh. Between commits it should return run.Stopped()
+// when that is not nil, so a shutdown does not wait for the whole stream.
 type Stream interface {
 	Name() string
+	Info() Info
 	Sync(ctx context.Context, run *Run) error
 }
+
+// Info is what a stream declares of itself, besides how it syncs.
+type Info struct {
+	// Route is what it reads at the ERP, as the documentation shows it.
+	Route string
+	// Permission is what reading it needs, as the API reference names
+	// it; "" when the reference lists none.
+	Permission string
+	// Contract says whether the API reference reviews the route's
+	// contract.
+	Contract Contract
+	// Schedule is its default schedule (robfig/cron syntax).
+	Schedule string
+	// Core streams are enabled when the configuration names no streams.
+	Core bool
+	// History is whether it keeps the versions its rows replace.
+	History History
+	// Table is its warehouse table.
+	Table string
+	// Money are its money columns (exact numeric), Typed its other typed
+	// columns.
+	Money, Typed []string
+	// Settings are settings of its own, under streams.<name> in the file.
+	Settings []Setting
+}
+
+// Contract is what the API reference says of a route's contract (its
+// flag x-erp-contract-reviewed): an unreviewed one may differ on the
+// installation in use, so probe and status show which streams rest on
+// one.
+type Contract int
+
+const (
+	ContractNotStated  Contract = iota // the reference does not say
+	ContractReviewed                   // reviewed
+	ContractUnreviewed                 // unreviewed, or "preliminary"
+)
+
+func (c Contract) String() string {
+	switch c {
+	case ContractReviewed:
+		return "reviewed"
+	case ContractUnreviewed:
+		return "unreviewed"
+	}
+	return "not stated"
+}
+
+// MarshalText writes the contract as its words, for --json.
+func (c Contract) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// Setting is a setting of a stream's own, with its default; Check refuses
+// a value saying why (nil accepts any).
+type Setting struct {
+	Key, Default string
+	Check        func(string) error
+}
+
+// History is whether, by default, a stream keeps the versions its rows
+// replace; a source's configuration may change the default of a stream
+// that has a history table.
+type History int
+
+const (
+	NoHistory  History = iota // no history table
+	HistoryOff                // a history table, kept when configured
+	HistoryOn                 // kept unless configured off
+)
 
 // Validator is a Stream that can check its own definition; Catalog.Add
 // calls it, so a mistake shows at start-up rather than in the first run.
@@ -74,6 +145,18 @@ func (c *Catalog) Add(s Stream) error {
 func (c *Catalog) Lookup(name string) (Stream, bool) {
 	s, ok := c.byName[name]
 	return s, ok
+}
+
+// Core lists the core streams' names (Info.Core), sorted: the streams a
+// source enables when its configuration names none.
+func (c *Catalog) Core() []string {
+	var out []string
+	for _, n := range c.Names() {
+		if c.byName[n].Info().Core {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Names lists the streams' names, sorted.

@@ -20,7 +20,7 @@ import (
 // transaction with the checkpoint. When the sweep completes, the rows it
 // did not see are marked deleted.
 func (l *List) Sync(ctx context.Context, r *Run) error {
-	cp, err := db.LoadCheckpoint(ctx, r.conn, r.target.Source, l.Stream)
+	cp, err := db.LoadCheckpoint(ctx, r.conn, r.key)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
 	if err != nil {
 		return db.Checkpoint{}, err
 	}
-	cp, err := db.StartSweep(ctx, r.conn, r.target.Source, l.Stream, !has)
+	cp, err := db.StartSweep(ctx, r.conn, r.key, !has)
 	if err == nil {
 		r.log.Debug("sweep started", "sweep_id", cp.SweepID, "bulk_load", cp.BulkLoad)
 	}
@@ -82,7 +82,7 @@ func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
 	var answers map[[sha256.Size]byte][sha256.Size]byte
 	if !cp.BulkLoad && cp.LastSweepID != 0 {
 		var err error
-		if answers, err = db.PageDigests(ctx, r.conn, r.target.Source, l.Stream, cp.LastSweepID); err != nil {
+		if answers, err = db.PageDigests(ctx, r.conn, r.key, cp.LastSweepID); err != nil {
 			return err
 		}
 	}
@@ -90,7 +90,7 @@ func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
 	prepare := func(p *erp.Page) *batch { return l.prepare(p, known) }
 	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, prepare)
 	defer src.close()
-	c := &committer{run: r, list: l, sweep: cp, src: src, history: l.keepsHistory(r.target)}
+	c := &committer{run: r, list: l, sweep: cp, src: src, history: r.KeepsHistory()}
 	for {
 		b, err := src.next(ctx, nil)
 		if err != nil {
@@ -147,7 +147,7 @@ func (c *committer) page(ctx context.Context, b *batch) error {
 func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) error {
 	e := &epilogue{sweep: c.sweep, table: c.list.table}
 	return c.run.commit(ctx, e, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		sc := db.Scope{Scope: c.run.scope, SweepID: c.sweep.SweepID}
+		sc := db.SweepScope{Scope: c.run.scope, SweepID: c.sweep.SweepID}
 		var up db.UpsertResult
 		var err error
 		switch {

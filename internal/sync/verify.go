@@ -73,16 +73,64 @@ type VerifyOptions struct {
 	LockWait time.Duration // how long to wait for a stream a sync is writing
 }
 
-// Verify re-reads each stream's list route and compares it with the
-// warehouse, writing to neither: the session is read-only but for its
-// temporary tables. Each stream is compared while holding its lock, so no
-// sync writes it meanwhile. Streams that are not list routes are
-// reported as not verifiable.
+// Verifier is a stream whose warehouse rows can be compared with what
+// the ERP lists. VerifyTable names the table its rows are compared with,
+// its money columns and the record field whose YYYY-MM groups their sums
+// ("" for one total each). Verify reads the stream's route through one
+// login (it is called once per login of the source) and hands each
+// page's rows, as a sync would write them, to v.Compare; the comparison
+// ends after the last login.
+type Verifier interface {
+	VerifyTable() (table *db.Table, money []string, month string)
+	Verify(ctx context.Context, v *Verification) error
+}
+
+// Verification is one stream of one source being compared, as a Verifier
+// sees it while reading through one login.
+type Verification struct {
+	target     Target
+	login      Login
+	scope      model.Scope
+	conn       *pgx.Conn
+	comparison *db.Comparison
+	rejected   int64
+}
+
+// Client is the ERP client of the login read through.
+func (v *Verification) Client() *erp.Client { return v.login.Client }
+
+// Scope is the source and the login's context.
+func (v *Verification) Scope() model.Scope { return v.scope }
+
+// Path is p with the source's prefix (see Target.Path).
+func (v *Verification) Path(p string) string { return v.target.Path(p) }
+
+// PageSize is the number of records to ask for per page.
+func (v *Verification) PageSize() int { return v.target.PageSize }
+
+// Rejected counts records the ERP lists that a sync would reject.
+func (v *Verification) Rejected(n int64) { v.rejected += n }
+
+// Compare compares a page of rows with the warehouse's table; months
+// holds each row's month field as received ("" when absent), for the
+// sums.
+func (v *Verification) Compare(ctx context.Context, rows []db.Row, months []string) error {
+	return v.comparison.Add(ctx, v.conn, v.scope, rows, months)
+}
+
+// Verify re-reads each stream's route through every login of the source
+// and compares it with the warehouse, writing to neither: the session is
+// read-only but for its temporary tables. Each stream is compared while
+// holding its lock, so no sync writes it meanwhile. Streams that are not
+// Verifiers are reported as not verifiable.
 func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o VerifyOptions) ([]VerifyReport, error) {
+	// The comparisons' temporary tables are made before the session turns
+	// read-only.
 	comparisons := make([]*db.Comparison, len(streams))
 	for i, s := range streams {
-		if l, ok := s.(*List); ok {
-			c, err := l.table.NewComparison(ctx, conn, l.moneyColumns(), l.Month, o.Sample)
+		if vs, ok := s.(Verifier); ok {
+			table, money, month := vs.VerifyTable()
+			c, err := table.NewComparison(ctx, conn, money, month, o.Sample)
 			if err != nil {
 				return nil, err
 			}
@@ -92,17 +140,12 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 	if err := db.ReadOnly(ctx, conn); err != nil {
 		return nil, err
 	}
-	id, err := t.Client.Identity(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sc := model.Scope{Source: t.Source, CompanyID: id.CompanyID, BranchID: id.BranchID}
 	out := make([]VerifyReport, len(streams))
 	for i, s := range streams {
 		rep := VerifyReport{Source: t.Source, Stream: s.Name()}
-		if l, ok := s.(*List); !ok {
-			rep.Skipped = "not a list route: nothing to compare row by row"
-		} else if err := l.verify(ctx, conn, t, sc, comparisons[i], o, &rep); err != nil {
+		if vs, ok := s.(Verifier); !ok {
+			rep.Skipped = "erpsync cannot compare this stream row by row"
+		} else if err := verifyStream(ctx, conn, t, s.Name(), vs, comparisons[i], &rep, o); err != nil {
 			if ctx.Err() != nil {
 				return out, ctx.Err()
 			}
@@ -113,39 +156,25 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 	return out, nil
 }
 
-func (l *List) moneyColumns() []string {
-	var out []string
-	for _, c := range l.Columns {
-		if c.Type == Money {
-			out = append(out, c.Name)
-		}
-	}
-	return out
-}
-
-// verify walks the route into the comparison, then compares.
-func (l *List) verify(ctx context.Context, conn *pgx.Conn, t Target, sc model.Scope, c *db.Comparison, o VerifyOptions, rep *VerifyReport) error {
-	if err := waitStreamLock(ctx, conn, t.Source, l.Stream, o.LockWait); err != nil {
+// verifyStream reads the stream through each login, then compares.
+func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s Verifier, comparison *db.Comparison, rep *VerifyReport, o VerifyOptions) error {
+	if err := waitStreamLock(ctx, conn, t.Source, name, o.LockWait); err != nil {
 		return err
 	}
-	defer db.UnlockStream(context.WithoutCancel(ctx), conn, t.Source, l.Stream)
-	lister := t.Client.List(l.request(t, ""))
-	for {
-		page, err := lister.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	defer db.UnlockStream(context.WithoutCancel(ctx), conn, t.Source, name)
+	for _, l := range t.Logins {
+		id, err := l.Client.Identity(ctx)
 		if err != nil {
-			return err
+			return fmt.Errorf("login %s: %w", l.Name, err)
 		}
-		rows, months, rejected := l.verifyRows(page)
-		page.Release()
-		rep.Rejected += rejected
-		if err := c.Add(ctx, conn, sc, rows, months); err != nil {
-			return err
+		v := &Verification{target: t, login: l, conn: conn, comparison: comparison,
+			scope: model.Scope{Source: t.Source, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}}
+		if err := s.Verify(ctx, v); err != nil {
+			return fmt.Errorf("login %s: %w", l.Name, err)
 		}
+		rep.Rejected += v.rejected
 	}
-	d, err := c.Compare(ctx, conn, sc)
+	d, err := comparison.Compare(ctx, conn, t.Source)
 	if err != nil {
 		return err
 	}
@@ -159,24 +188,44 @@ func (l *List) verify(ctx context.Context, conn *pgx.Conn, t Target, sc model.Sc
 	return nil
 }
 
-// verifyRows converts a page's records as a sync would; records a sync
-// would reject are counted, not compared.
-func (l *List) verifyRows(p *erp.Page) (rows []db.Row, months []string, rejected int64) {
+// VerifyTable is the list's table, its money columns and month field.
+func (l *List) VerifyTable() (*db.Table, []string, string) { return l.table, l.Info().Money, l.Month }
+
+// Verify walks the list route through the verification's login, page by
+// page, converting records as a sync does; records a sync would reject
+// are counted, not compared.
+func (l *List) Verify(ctx context.Context, v *Verification) error {
+	lister := v.Client().List(l.request(v.target, ""))
 	n := len(l.Columns)
-	values := make([]any, len(p.Records)*n)
-	for i := range p.Records {
-		row, rec, err := l.convert(p, i, values[i*n:(i+1)*n:(i+1)*n])
+	for {
+		page, err := lister.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
 		if err != nil {
-			rejected++
-			continue
+			return err
 		}
-		month := ""
-		if l.Month != "" {
-			month, _, _ = rec.Text(l.Month)
+		values := make([]any, len(page.Records)*n)
+		var rows []db.Row
+		var months []string
+		for i := range page.Records {
+			row, rec, err := l.convert(page, i, values[i*n:(i+1)*n:(i+1)*n])
+			if err != nil {
+				v.Rejected(1)
+				continue
+			}
+			month := ""
+			if l.Month != "" {
+				month, _, _ = rec.Text(l.Month)
+			}
+			rows, months = append(rows, row), append(months, month)
 		}
-		rows, months = append(rows, row), append(months, month)
+		err = v.Compare(ctx, rows, months)
+		page.Release()
+		if err != nil {
+			return err
+		}
 	}
-	return rows, months, rejected
 }
 
 // waitStreamLock takes the stream's lock, waiting up to wait while a sync

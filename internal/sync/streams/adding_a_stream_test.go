@@ -48,6 +48,10 @@ func CashboxBalances() sync.Stream { return cashboxBalances{} }
 
 func (cashboxBalances) Name() string { return "cashbox_balances" }
 
+func (cashboxBalances) Info() sync.Info {
+	return sync.Info{Route: "GET /accounts/api/cashboxes/", Schedule: "@every 1h", Table: "erp.cashbox_balances", Money: []string{"balance"}}
+}
+
 func (s cashboxBalances) Sync(ctx context.Context, r *sync.Run) error {
 	var ids []string
 	var balances []pgtype.Numeric
@@ -146,11 +150,11 @@ func TestAddingAStreamDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	runner := &sync.Runner{Pool: pool, Prefetch: 1}
-	target := sync.Target{Source: "doc", Client: client, PageSize: 50}
+	target := sync.Target{Source: "doc", Logins: []sync.Login{{Name: "erpsync", Client: client}}, PageSize: 50}
 	for _, name := range catalog.Names() {
 		s, _ := catalog.Lookup(name)
 		for round := range 2 {
-			res := runner.Run(ctx, nil, target, s, nil)
+			res := runner.Run(ctx, nil, target, s, nil)[0]
 			if res.Status != model.StatusSucceeded {
 				t.Fatalf("%s: %s %v", name, res.Status, res.Err)
 			}

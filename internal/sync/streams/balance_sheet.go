@@ -27,6 +27,11 @@ func BalanceSheet() sync.Stream { return balanceSheet{path: "/accounts/api/balan
 
 func (balanceSheet) Name() string { return "balance_sheet" }
 
+func (s balanceSheet) Info() sync.Info {
+	return sync.Info{Route: "GET " + s.path + "?date_to=D", Permission: "accounts.report.balance_sheet", Schedule: sync.DefaultSchedule,
+		Table: "erp.balance_sheet_snapshots", Money: []string{"balance"}, Typed: []string{"code", "name"}}
+}
+
 // maxTreeDepth bounds the recursion into a balance-sheet tree.
 const maxTreeDepth = 64
 
@@ -132,15 +137,15 @@ func treeNode(raw json.RawMessage, parent string, depth, index int) (db.TreeNode
 }
 
 // Probe reads today's tree.
-func (s balanceSheet) Probe(ctx context.Context, t sync.Target) sync.ProbeReport {
-	rep := sync.ProbeReport{Stream: s.Name(), Route: s.path, Permission: "accounts.report.balance_sheet"}
-	body, err := t.Client.Get(ctx, s.path, url.Values{"date_to": {time.Now().UTC().Format(time.DateOnly)}})
+func (s balanceSheet) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
+	rep := p.Report(s, "")
+	body, err := p.Client().Get(ctx, s.path, url.Values{"date_to": {time.Now().UTC().Format(time.DateOnly)}})
 	if err == nil {
 		var page *erp.Page
 		if page, err = erp.DecodePage(erp.RouteLabel(s.path), body); err == nil {
 			rep.Status = http.StatusOK
-			rep.Page(page)
-			rep.Examine(page, nil, []string{"balance"}, nil)
+			rep.Page(page, 0)
+			rep.Examine(page, p.Scope, nil, []string{"balance"}, nil)
 			return rep
 		}
 	}

@@ -26,22 +26,30 @@ func CashboxAccess() sync.Stream { return cashboxAccess{path: "/accounts/api/cas
 
 func (cashboxAccess) Name() string { return "cashbox_access" }
 
+func (s cashboxAccess) Info() sync.Info {
+	return sync.Info{Route: "GET " + s.path + ", then GET " + s.path + "{cashbox_id}/access/ per cashbox", Schedule: sync.DefaultSchedule,
+		Table: "erp.cashbox_access"}
+}
+
 func (s cashboxAccess) Sync(ctx context.Context, r *sync.Run) error {
 	boxes, err := s.cashboxes(ctx, r)
 	if err != nil {
 		return err
 	}
-	for _, box := range boxes {
+	ids := make([]string, len(boxes))
+	for i, box := range boxes {
 		if err := r.Stopped(); err != nil {
 			return err
 		}
 		if err := s.grants(ctx, r, box); err != nil {
 			return err
 		}
+		ids[i] = box.id
 	}
+	boxes = nil
 	// Grants of cashboxes the (whole) list no longer holds are gone.
 	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		gone, live, _, err := db.CashboxAccessGone(ctx, tx, r.Scope(), boxes, false)
+		gone, live, _, err := db.CashboxAccessGone(ctx, tx, r.Scope(), ids, false)
 		if err != nil {
 			return model.RunStats{}, err
 		}
@@ -49,19 +57,26 @@ func (s cashboxAccess) Sync(ctx context.Context, r *sync.Run) error {
 			Rows: gone,
 			Live: live,
 			Digest: func() ([]byte, error) {
-				_, _, d, err := db.CashboxAccessGone(ctx, tx, r.Scope(), boxes, true)
+				_, _, d, err := db.CashboxAccessGone(ctx, tx, r.Scope(), ids, true)
 				return d, err
 			},
-			Mark: func() (int64, error) { return db.MarkCashboxAccessGone(ctx, tx, r.Scope(), boxes) },
+			Mark: func() (int64, error) { return db.MarkCashboxAccessGone(ctx, tx, r.Scope(), ids) },
 		})
 		return model.RunStats{Deleted: n}, err
 	})
 }
 
-// cashboxes lists the ids of the cashboxes, reading the list page by page.
-// A cashbox without a usable id is skipped: the cashboxes stream reports it.
-func (s cashboxAccess) cashboxes(ctx context.Context, r *sync.Run) ([]string, error) {
-	var ids []string
+// cashbox is a cashbox listed: its id and the labels it carries, which
+// its grants take.
+type cashbox struct {
+	id     string
+	labels db.Labels
+}
+
+// cashboxes lists the cashboxes, reading the list page by page. A cashbox
+// without a usable id is skipped: the cashboxes stream reports it.
+func (s cashboxAccess) cashboxes(ctx context.Context, r *sync.Run) ([]cashbox, error) {
+	var ids []cashbox
 	l := r.Client().List(erp.ListRequest{Path: s.path})
 	for {
 		page, err := l.Next(ctx)
@@ -80,7 +95,7 @@ func (s cashboxAccess) cashboxes(ctx context.Context, r *sync.Run) ([]string, er
 				}
 			}
 			if id, ok, err := rec.Text("id"); err == nil && ok && id != "" {
-				ids = append(ids, id)
+				ids = append(ids, cashbox{id: id, labels: sync.RecordLabels(rec)})
 			}
 		}
 		page.Release()
@@ -90,7 +105,8 @@ func (s cashboxAccess) cashboxes(ctx context.Context, r *sync.Run) ([]string, er
 // grants reads and commits the access list of one cashbox. A cashbox whose
 // access route answers 404 (deleted since it was listed) keeps what the
 // warehouse has until the list drops it.
-func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, box string) error {
+func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) error {
+	box := c.id
 	path := erp.DetailPath(s.path, box, "/access/")
 	var rows []db.AccessRow
 	at := map[string]int{} // a user listed twice keeps the last grant
@@ -130,7 +146,7 @@ func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, box string) erro
 		page.Release()
 	}
 	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		up, deleted, err := db.UpsertCashboxAccess(ctx, tx, r.Scope(), box, rows)
+		up, deleted, err := db.UpsertCashboxAccess(ctx, tx, r.Scope(), box, c.labels, rows)
 		return model.RunStats{Pages: 1, Seen: int64(seen), Inserted: up.Inserted, Updated: up.Updated,
 			Unchanged: up.Unchanged, Deleted: deleted}, err
 	})
@@ -155,12 +171,12 @@ func grantUser(raw []byte) (string, error) {
 }
 
 // Probe reads the access list of the first cashbox listed.
-func (s cashboxAccess) Probe(ctx context.Context, t sync.Target) sync.ProbeReport {
-	rep := sync.ProbeReport{Stream: s.Name(), Route: s.path + "{cashbox_id}/access/"}
-	boxes := t.Client.List(erp.ListRequest{Path: s.path})
+func (s cashboxAccess) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
+	rep := p.Report(s, "GET "+s.path+"{cashbox_id}/access/")
+	boxes := p.Client().List(erp.ListRequest{Path: s.path})
 	page, err := boxes.Next(ctx)
 	if err != nil {
-		rep.Route = s.path // the cashbox list refused, not an access list
+		rep.Route = "GET " + s.path // the cashbox list refused, not an access list
 		rep.Failed(err)
 		return rep
 	}
@@ -176,14 +192,14 @@ func (s cashboxAccess) Probe(ctx context.Context, t sync.Target) sync.ProbeRepor
 		rep.Status, rep.Problem = http.StatusOK, "no cashbox with an id is listed: no access list to read"
 		return rep
 	}
-	access, err := t.Client.List(erp.ListRequest{Path: erp.DetailPath(s.path, box, "/access/")}).Next(ctx)
+	access, err := p.Client().List(erp.ListRequest{Path: erp.DetailPath(s.path, box, "/access/")}).Next(ctx)
 	if err != nil {
 		rep.Failed(err)
 		return rep
 	}
 	defer access.Release()
 	rep.Status = http.StatusOK
-	rep.Page(access)
-	rep.Examine(access, []string{"user_id", "user", "id", "username"}, nil, nil)
+	rep.Page(access, 0)
+	rep.Examine(access, p.Scope, []string{"user_id", "user", "id", "username"}, nil, nil)
 	return rep
 }

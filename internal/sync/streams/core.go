@@ -18,12 +18,14 @@ import (
 // Invoices is the sales invoice list, walked by cursor in sweeps.
 func Invoices() *sync.List {
 	return &sync.List{
-		Stream:  "invoices",
-		History: sync.HistoryOn,
-		Path:    "/sales/api/invoices/list/",
-		Month:   "date",
-		Paging:  erp.CursorPaged,
-		Columns: []sync.Column{{Name: "total_bc", Field: "total_bc", Type: sync.Money}},
+		Stream:   "invoices",
+		Core:     true,
+		Schedule: "@every 5m", // invoices change all day
+		History:  sync.HistoryOn,
+		Path:     "/sales/api/invoices/list/",
+		Month:    "date",
+		Paging:   erp.CursorPaged,
+		Columns:  []sync.Column{{Name: "total_bc", Field: "total_bc", Type: sync.Money}},
 		Expect: map[string]string{
 			"id": "number|string", "number": "string", "date": "string", "customer": "object|string",
 			"currency_code": "string", "total_bc": "number|string", "status": "string", "updated_at": "string",
@@ -35,10 +37,12 @@ func Invoices() *sync.List {
 // in erp.currency_rates.
 func Currencies() *sync.List {
 	return &sync.List{
-		Stream:  "currencies",
-		History: sync.HistoryOn,
-		Path:    "/accounts/api/currencies/",
-		Query:   url.Values{"scope": {"all"}},
+		Stream:   "currencies",
+		Core:     true,
+		Contract: sync.ContractReviewed,
+		History:  sync.HistoryOn,
+		Path:     "/accounts/api/currencies/",
+		Query:    url.Values{"scope": {"all"}},
 		Columns: []sync.Column{
 			{Name: "code", Field: "code", Type: sync.Text},
 			{Name: "name", Field: "name", Type: sync.Text},
@@ -66,6 +70,7 @@ func Currencies() *sync.List {
 func Cashboxes() *sync.List {
 	return &sync.List{
 		Stream:  "cashboxes",
+		Core:    true,
 		History: sync.HistoryOn,
 		Path:    "/accounts/api/cashboxes/",
 		Columns: []sync.Column{
@@ -83,10 +88,12 @@ func Cashboxes() *sync.List {
 // balances.
 func CashboxReconciliations() *sync.List {
 	return &sync.List{
-		Stream:  "cashbox_reconciliations",
-		History: sync.HistoryOn,
-		Path:    "/accounts/api/cashbox-reconciliations/",
-		Month:   "reconciled_at",
+		Stream:   "cashbox_reconciliations",
+		Core:     true,
+		Contract: sync.ContractUnreviewed,
+		History:  sync.HistoryOn,
+		Path:     "/accounts/api/cashbox-reconciliations/",
+		Month:    "reconciled_at",
 		Columns: []sync.Column{
 			{Name: "cashbox_id", Field: "cashbox_id", Type: sync.Text},
 			{Name: "status", Field: "status", Type: sync.Text},

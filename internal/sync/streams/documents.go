@@ -60,6 +60,6 @@ var documents = []document{
 
 // list is the document kind's list stream.
 func (d document) list() *sync.List {
-	return &sync.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission, History: sync.HistoryOn, Month: "date",
-		Columns: d.columns, Expect: d.expect}
+	return &sync.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission, Contract: sync.ContractUnreviewed,
+		History: sync.HistoryOn, Month: "date", Columns: d.columns, Expect: d.expect}
 }

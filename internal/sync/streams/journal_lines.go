@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,6 +27,16 @@ func JournalLines() sync.Stream { return journalLines{} }
 
 func (journalLines) Name() string { return "journal_lines" }
 
+func (journalLines) Info() sync.Info {
+	var perms []string
+	for _, d := range documents {
+		perms = append(perms, d.preview)
+	}
+	return sync.Info{Route: "GET .../{pk}/journal-preview/ below each document route", Permission: strings.Join(perms, ", "),
+		Contract: sync.ContractUnreviewed, Schedule: sync.DefaultSchedule, Table: "erp.journal_lines",
+		Money: []string{"debit", "credit"}, Typed: []string{"account_code"}}
+}
+
 // documentBatch is how many documents are listed from the warehouse at a
 // time, so memory does not grow with the number of documents.
 const documentBatch = 500
@@ -34,7 +45,11 @@ func (s journalLines) Sync(ctx context.Context, r *sync.Run) error {
 	for _, d := range documents {
 		after := ""
 		for {
-			docs, err := db.DocumentsNeedingLines(ctx, r.DB(), "erp."+d.stream, d.kind, r.Scope().Source, after, documentBatch)
+			var docs []db.Document
+			err := r.Read(ctx, func(ctx context.Context, q db.Reader) (err error) {
+				docs, err = db.DocumentsNeedingLines(ctx, q, "erp."+d.stream, d.kind, r.Scope(), after, documentBatch)
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -147,10 +162,11 @@ func previewLine(raw json.RawMessage, index int) (db.JournalLine, error) {
 }
 
 // Probe reads the journal preview of the first journal entry listed.
-func (s journalLines) Probe(ctx context.Context, t sync.Target) sync.ProbeReport {
+func (s journalLines) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
 	d := documents[0]
-	rep := sync.ProbeReport{Stream: s.Name(), Route: d.path + "{pk}/journal-preview/", Permission: d.preview}
-	docs, err := t.Client.List(erp.ListRequest{Path: d.path, Paging: d.paging, PageSize: 1}).Next(ctx)
+	rep := p.Report(s, "GET "+d.path+"{pk}/journal-preview/")
+	rep.Permission = d.preview
+	docs, err := p.Client().List(erp.ListRequest{Path: d.path, Paging: d.paging, PageSize: 1}).Next(ctx)
 	if err != nil {
 		rep.Route, rep.Permission = d.path, d.permission // the list refused, not a preview
 		rep.Failed(err)
@@ -169,7 +185,7 @@ func (s journalLines) Probe(ctx context.Context, t sync.Target) sync.ProbeReport
 		return rep
 	}
 	path := erp.DetailPath(d.path, id, "/journal-preview/")
-	body, err := t.Client.Get(ctx, path, nil)
+	body, err := p.Client().Get(ctx, path, nil)
 	if err != nil {
 		rep.Failed(err)
 		return rep
@@ -189,7 +205,7 @@ func (s journalLines) Probe(ctx context.Context, t sync.Target) sync.ProbeReport
 		return rep
 	}
 	rep.Status = http.StatusOK
-	rep.Page(page)
-	rep.Examine(page, nil, []string{"debit", "credit"}, nil)
+	rep.Page(page, 0)
+	rep.Examine(page, p.Scope, nil, []string{"debit", "credit"}, nil)
 	return rep
 }

@@ -27,7 +27,8 @@ func Messaging() []sync.Stream {
 		{"messaging_templates", "{messaging}/api/templates/"},
 		{"messaging_queue", "{messaging}/api/queue/"},
 	} {
-		out = append(out, &sync.List{Stream: l.stream, Path: l.path, History: sync.HistoryOff})
+		// The reference calls the messaging routes preliminary.
+		out = append(out, &sync.List{Stream: l.stream, Path: l.path, History: sync.HistoryOff, Contract: sync.ContractUnreviewed})
 	}
 	return out
 }
@@ -40,6 +41,10 @@ type messagingStats struct{ path string }
 func MessagingStats() sync.Stream { return messagingStats{path: "{messaging}/api/stats/"} }
 
 func (messagingStats) Name() string { return "messaging_stats" }
+
+func (s messagingStats) Info() sync.Info {
+	return sync.Info{Route: "GET " + s.path, Contract: sync.ContractUnreviewed, Schedule: sync.DefaultSchedule, Table: "erp.messaging_stats"}
+}
 
 func (s messagingStats) Sync(ctx context.Context, r *sync.Run) error {
 	path := r.Path(s.path)
@@ -69,10 +74,10 @@ func (s messagingStats) Sync(ctx context.Context, r *sync.Run) error {
 }
 
 // Probe reads the statistics once.
-func (s messagingStats) Probe(ctx context.Context, t sync.Target) sync.ProbeReport {
-	path := t.Path(s.path)
-	rep := sync.ProbeReport{Stream: s.Name(), Route: path}
-	body, err := t.Client.Get(ctx, path, nil)
+func (s messagingStats) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
+	path := p.Path(s.path)
+	rep := p.Report(s, "GET "+path)
+	body, err := p.Client().Get(ctx, path, nil)
 	if err == nil {
 		var rec erp.Record
 		if rec, _, err = erp.DecodeObject(erp.RouteLabel(path), body); err == nil {
