@@ -67,16 +67,19 @@ func readRules(t *testing.T) ruleFile {
 func exported(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	m := New()
-	m.Declare("default", "invoices", []string{"erpsync"}, 5*time.Minute)
+	m.Declare("default", "invoices", []string{"north", "south"}, 5*time.Minute)
 	m.PageCommitted("default", "invoices", model.RunStats{Pages: 1, Inserted: 2, Updated: 1, Unchanged: 3, Rejected: 1})
-	m.RunFinished("default", "invoices", model.RunOutcome{Status: model.StatusSucceeded, Elapsed: time.Second,
+	m.RunFinished("default", "invoices", model.RunOutcome{Login: "north", Status: model.StatusSucceeded, Elapsed: time.Second,
 		FreshAt: time.Now(), HeldDeletions: 2})
-	m.RunFinished("default", "currencies", model.RunOutcome{Status: model.StatusFailed, Elapsed: time.Second})
+	m.RunFinished("default", "currencies", model.RunOutcome{Login: "north", Status: model.StatusFailed, Elapsed: time.Second})
 	erp := m.ERP("default")
 	erp.Request("/api/invoices/", 200, 10*time.Millisecond)
 	erp.Retry("/api/invoices/", "rate_limited")
 	erp.RateLimitWait(time.Second)
+	erp.InFlight(1)
+	erp.BudgetWait(time.Second)
 	m.Skipped("default", "invoices", SkipLocked)
+	m.Skipped("default", "invoices", SkipBudget)
 	m.LockHeldByOther("default", "invoices", time.Minute)
 	m.Pruned("sync_runs", 1)
 	m.SetReady(true)
@@ -220,6 +223,195 @@ func TestRuleMetricNames(t *testing.T) {
 	want := []string{"erpsync_ready", "erpsync_run_duration_seconds_bucket", "process_start_time_seconds"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// targetLabels are the labels Prometheus adds to every series it scrapes
+// (a Pushgateway's series carry job and instance too).
+var targetLabels = []string{"job", "instance"}
+
+// labelNames returns, by metric name, the label names a family's series
+// carry, with "le" on a histogram's _bucket series and the target labels
+// on every one.
+func labelNames(fams map[string]*dto.MetricFamily) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for name, f := range fams {
+		names := map[string]bool{}
+		for _, l := range targetLabels {
+			names[l] = true
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				names[l.GetName()] = true
+			}
+		}
+		out[name] = names
+		if f.GetType() == dto.MetricType_HISTOGRAM || f.GetType() == dto.MetricType_SUMMARY {
+			for _, suffix := range []string{"_sum", "_count"} {
+				out[name+suffix] = names
+			}
+		}
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			bucket := map[string]bool{"le": true}
+			for l := range names {
+				bucket[l] = true
+			}
+			out[name+"_bucket"] = bucket
+		}
+	}
+	return out
+}
+
+var (
+	// labelList matches the label names of an aggregation (by, without)
+	// and of vector matching (on, ignoring, group_left, group_right).
+	labelList = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^()]*)\)`)
+	// selector matches a metric name and its label matchers.
+	selector = regexp.MustCompile(`(` + metricName.String() + `)\s*\{([^{}]*)\}`)
+	// matcher matches the label name of one label matcher.
+	matcher = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)`)
+	// aggregated matches an aggregation of one metric's series, directly
+	// or through functions of them: max by (a, b) (max_over_time(m[3d])).
+	// Its last group is the closing parentheses that follow.
+	aggregated = regexp.MustCompile(`\b(?:by|without)\s*\(([^()]*)\)\s*\(\s*((?:[a-z_]+\s*\(\s*)*)(` +
+		metricName.String() + `)\s*(?:\{[^{}]*\})?\s*(?:\[[^\]]*\])?((?:\s*\))*)`)
+)
+
+// splitLabels splits a label list ("source, stream") into its names.
+func splitLabels(list string) []string {
+	var out []string
+	for _, l := range strings.Split(list, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// ruleLabelProblems checks the label names an expression uses against
+// the labels of the metrics it uses (labels, by metric name; metrics not
+// in it, such as up, are not checked): a matcher's label must be one of
+// its metric's, an aggregation of one metric's series may only keep or
+// drop labels of that metric, and every other label name in by, on,
+// ignoring and group_ lists must be one of some metric's of the
+// expression. A label a metric lacks matches nothing, or keeps nothing,
+// without an error: such an alert stays silent or loses its labels.
+func ruleLabelProblems(expr string, labels map[string]map[string]bool) []string {
+	expr = quoted.ReplaceAllString(expr, `""`)
+	var problems []string
+	var all map[string]bool
+	for _, n := range ruleMetricNames(expr) {
+		for l := range labels[n] {
+			if all == nil {
+				all = map[string]bool{}
+			}
+			all[l] = true
+		}
+	}
+	for _, m := range selector.FindAllStringSubmatch(expr, -1) {
+		have, ok := labels[m[1]]
+		if !ok {
+			continue
+		}
+		for _, mm := range matcher.FindAllStringSubmatch(m[2], -1) {
+			if !have[mm[1]] {
+				problems = append(problems, m[1]+" has no label "+mm[1])
+			}
+		}
+	}
+	for _, m := range aggregated.FindAllStringSubmatch(expr, -1) {
+		have, ok := labels[m[3]]
+		// The aggregation's argument is the metric alone when the
+		// parentheses of its functions and its own close right after it.
+		if !ok || strings.Count(m[4], ")") < strings.Count(m[2], "(")+1 {
+			continue
+		}
+		for _, l := range splitLabels(m[1]) {
+			if !have[l] {
+				problems = append(problems, "aggregation by ("+m[1]+") of "+m[3]+", which has no label "+l)
+			}
+		}
+	}
+	if all != nil {
+		for _, m := range labelList.FindAllStringSubmatch(expr, -1) {
+			for _, l := range splitLabels(m[1]) {
+				if !all[l] {
+					problems = append(problems, "label "+l+" is on none of the metrics the rule uses")
+				}
+			}
+		}
+	}
+	slices.Sort(problems)
+	return slices.Compact(problems)
+}
+
+// TestRuleLabelNames fails when a rule uses a label name the metrics it
+// refers to do not carry, e.g. login on a per-stream metric, or a login
+// label missing from a metric the alerts expect it on.
+func TestRuleLabelNames(t *testing.T) {
+	labels := labelNames(exported(t))
+	// The alerts on a stream's data tell the logins apart.
+	for _, n := range []string{"erpsync_last_success_timestamp_seconds", "erpsync_last_run_failed", "erpsync_deletions_held"} {
+		if !labels[n]["login"] {
+			t.Errorf("%s has no login label", n)
+		}
+	}
+	for _, g := range readRules(t).Groups {
+		for _, r := range g.Rules {
+			for _, p := range ruleLabelProblems(r.Expr, labels) {
+				t.Errorf("%s: %s", r.Alert+r.Record, p)
+			}
+		}
+	}
+}
+
+// TestRuleLabelProblems pins the checks the test above relies on.
+func TestRuleLabelProblems(t *testing.T) {
+	labels := map[string]map[string]bool{
+		"erpsync_a": {"job": true, "instance": true, "source": true, "stream": true, "login": true},
+		"erpsync_b": {"job": true, "instance": true, "source": true, "stream": true},
+	}
+	for expr, want := range map[string][]string{
+		`max by (source, stream, login) (erpsync_a) > on (source, stream) group_left () max by (source, stream) (erpsync_b)`: nil,
+		`max by (source, stream) (max_over_time(erpsync_b{stream="x"}[5m]))`:                                                 nil,
+		`max by (login) (erpsync_b + ignoring (login) group_right () erpsync_a)`:                                             nil,
+		`up{job="erpsync"} and on (instance) erpsync_b`:                                                                      nil,
+		`max by (source, stream, login) (max_over_time(erpsync_b[5m]))`:                                                      {"aggregation by (source, stream, login) of erpsync_b, which has no label login", "label login is on none of the metrics the rule uses"},
+		`erpsync_b{login="north"}`:                        {"erpsync_b has no label login"},
+		`erpsync_a > on (source, stream, logn) erpsync_b`: {"label logn is on none of the metrics the rule uses"},
+	} {
+		if got := ruleLabelProblems(expr, labels); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: got %q, want %q", expr, got, want)
+		}
+	}
+}
+
+// TestDeclareLogins: ErpsyncStreamStale finds the logins of a stream whose
+// data were never complete through erpsync_deletions_held, which Declare
+// must therefore export for every login before any run.
+func TestDeclareLogins(t *testing.T) {
+	m := New()
+	m.Declare("default", "invoices", []string{"north", "south"}, 5*time.Minute)
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logins []string
+	for _, f := range fams {
+		if f.GetName() != "erpsync_deletions_held" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "login" {
+					logins = append(logins, l.GetValue())
+				}
+			}
+		}
+	}
+	slices.Sort(logins)
+	if want := []string{"north", "south"}; !reflect.DeepEqual(logins, want) {
+		t.Fatalf("erpsync_deletions_held declared for logins %q, want %q", logins, want)
 	}
 }
 
