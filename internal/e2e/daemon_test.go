@@ -462,20 +462,43 @@ FROM erp.invoices WHERE source = 'default'`).Scan(&count, &distinct, &live, &sum
 	}
 }
 
-// TestSIGTERMMidPage sends SIGTERM to `erpsync run` during a slow invoice
-// sweep: the page being written commits, the run is cancelled, the token
-// revoked, and the process exits 0 within the grace period.
+// TestSIGTERMMidPage sends SIGTERM to `erpsync run` while an invoice page
+// is being committed: that page commits and no page after it, the run is
+// cancelled, the token revoked, and the process exits 0 within the grace
+// period.
+//
+// To have a page surely in flight at the signal, the test holds the
+// invoices checkpoint row (FOR UPDATE), so the next page's commit waits on
+// it, and lets it go once the stop has reached the runs: another stream's
+// run, waiting on an ERP that does not answer it, ends cancelled as soon
+// as runs are told to stop. The sweep is the daemon's second (the first,
+// into an empty table, is a bulk load that commits several pages at a
+// time).
 func TestSIGTERMMidPage(t *testing.T) {
 	bin := erpsyncBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const (
 		invoices = 1000
 		grace    = 5 * time.Second
 	)
-	sim := erpsim.New(erpsim.Options{Invoices: invoices, PageSizeCap: pageSize, Latency: 300 * time.Millisecond})
+	sim := erpsim.New(erpsim.Options{Invoices: invoices, PageSizeCap: pageSize})
+	all := sim.Invoices()
+	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice { return inv[:pageSize] })
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the server closes: Close waits for handlers
+	sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/accounts/api/cashboxes/" {
+			return false
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+		return true
+	})
 	dbURL := testdb.New(t)
 	pool := testdb.ObserverPool(t, dbURL)
 	addr := freeAddr(t)
@@ -485,15 +508,28 @@ func TestSIGTERMMidPage(t *testing.T) {
 		"ERPSYNC_ERP_USERNAME=erpsync",
 		"ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
 		"ERPSYNC_ERP_PAGE_SIZE=" + strconv.Itoa(pageSize),
-		"ERPSYNC_STREAMS=invoices",
+		// The hanging cashboxes request must leave a request for invoices.
+		"ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS=2",
+		"ERPSYNC_STREAMS=invoices,cashboxes",
 		"ERPSYNC_SCHEDULE=@every 1s",
 		"ERPSYNC_SHUTDOWN_GRACE=" + grace.String(),
 		"ERPSYNC_HTTP_ADDR=" + addr,
 		"ERPSYNC_LOG_FORMAT=json",
 	}, 1)
-
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	pollUntil(t, ctx, 40*time.Second, 20*time.Millisecond, "the checkpoint to reach 2 pages", []*process{p}, func() (bool, error) {
+	alive := []*process{p}
+	countRuns := func(stream, status string) (int, error) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM erp.sync_runs WHERE source = 'default' AND stream = $1 AND status = $2`,
+			stream, status).Scan(&n)
+		return n, err
+	}
+	pollUntil(t, ctx, 40*time.Second, 20*time.Millisecond, "the first (one-page) invoice sweep to complete", alive, func() (bool, error) {
+		n, err := countRuns("invoices", "succeeded")
+		return n >= 1, err
+	})
+	sim.MutateInvoices(func([]erpsim.Invoice) []erpsim.Invoice { return all })
+	sim.SetLatency(300 * time.Millisecond)
+	pollUntil(t, ctx, 40*time.Second, 20*time.Millisecond, "the second sweep to reach 2 pages", alive, func() (bool, error) {
 		var pages int64
 		err := pool.QueryRow(ctx, `SELECT pages FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices' AND sweep_id IS NOT NULL`).Scan(&pages)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -501,35 +537,90 @@ func TestSIGTERMMidPage(t *testing.T) {
 		}
 		return pages >= 2, err
 	})
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	if code := getStatus(hc, "http://"+addr+"/readyz"); code != 200 {
 		t.Errorf("/readyz = %d during the sweep, want 200", code)
 	}
-	took := p.stop(t, syscall.SIGTERM, grace+5*time.Second)
-	t.Logf("exited %s after SIGTERM", took.Round(time.Millisecond))
+
+	// Hold the checkpoint row: what it says now is what had been committed
+	// when the signal comes.
+	const cpQuery = `SELECT sweep_id, pages, rows, coalesce(cursor, '') FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices'`
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	var atSweep *int64
+	var atPages, atRows int64
+	var atCursor string
+	if err := tx.QueryRow(ctx, cpQuery+` FOR UPDATE`).Scan(&atSweep, &atPages, &atRows, &atCursor); err != nil {
+		t.Fatal(err)
+	}
+	waitBlockedBy(t, ctx, pool, tx.Conn().PgConn().PID(), alive, "the next page's commit to wait on the checkpoint row")
+	if atSweep == nil || atPages < 2 || atPages >= invoices/pageSize {
+		t.Fatalf("checkpoint at the signal: sweep %v, %d pages; want the second sweep under way", deref(atSweep), atPages)
+	}
+	signalAt := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, ctx, 30*time.Second, 5*time.Millisecond, "the stop to reach the runs (the hanging cashboxes run cancelled)", alive, func() (bool, error) {
+		n, err := countRuns("cashboxes", "cancelled")
+		return n == 1, err
+	})
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(grace + 10*time.Second):
+		t.Fatalf("erpsync run did not exit within %s of SIGTERM", grace+10*time.Second)
+	}
+	took := time.Since(signalAt)
+	t.Logf("exited %s after SIGTERM; checkpoint then: sweep %v, %d pages, %d rows", took.Round(time.Millisecond), deref(atSweep), atPages, atRows)
 	if p.err != nil {
 		t.Errorf("erpsync run exited with %v after SIGTERM, want exit code 0", p.err)
 	}
+	// The page commits as soon as the test lets it go, well within the
+	// grace period; 2 s of slack for process exit on a loaded machine.
 	if took > grace+2*time.Second {
 		t.Errorf("erpsync run took %s to exit; the grace period is %s", took, grace)
 	}
 
-	rs, err := loadDaemonRuns(ctx, pool)
+	rs, err := loadRuns(ctx, pool, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 1 || rs[0].stream != "invoices" || rs[0].status != "cancelled" || rs[0].finished == nil {
-		t.Errorf("runs %v; want one invoices run, cancelled and finished", rs)
+	var inv []syncRun
+	for _, r := range rs {
+		if r.stream == "invoices" {
+			inv = append(inv, r)
+		}
+	}
+	// The one-page sweep may have run more than once before the ERP grew.
+	ok := len(inv) >= 2 && inv[len(inv)-1].status == "cancelled" && inv[len(inv)-1].finished != nil
+	for _, r := range inv[:max(len(inv)-1, 0)] {
+		ok = ok && r.status == "succeeded"
+	}
+	if !ok {
+		t.Errorf("invoices runs %v; want the one-page sweeps, succeeded, then the interrupted one, cancelled and finished", inv)
 	}
 	var n, cpPages, cpRows int64
 	var sweep *int64
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM erp.invoices WHERE source = 'default'), pages, rows, sweep_id
-FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices'`).Scan(&n, &cpPages, &cpRows, &sweep); err != nil {
+	var cursor string
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM erp.invoices WHERE source = 'default'), sweep_id, pages, rows, coalesce(cursor, '')
+FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices'`).Scan(&n, &sweep, &cpPages, &cpRows, &cursor); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("committed %d pages, %d invoices before the shutdown", cpPages, n)
-	if n != cpRows || n%pageSize != 0 || n != cpPages*pageSize || n < 2*pageSize || n >= invoices || sweep == nil {
-		t.Errorf("erp.invoices has %d rows; checkpoint: sweep %v, %d pages, %d rows; want whole pages of %d equal to the checkpoint, sweep unfinished",
-			n, deref(sweep), cpPages, cpRows, pageSize)
+	// The page in flight committed, and no page after it.
+	if sweep == nil || *sweep != *atSweep || cpPages != atPages+1 || cpRows != atRows+pageSize || cursor == atCursor || cursor == "" {
+		t.Errorf("checkpoint after the shutdown: sweep %v, %d pages, %d rows, cursor %q; at the signal: sweep %v, %d pages, %d rows, cursor %q; want the same sweep one page on",
+			deref(sweep), cpPages, cpRows, cursor, deref(atSweep), atPages, atRows, atCursor)
+	}
+	// The second sweep's first page holds the first sweep's rows.
+	if n != cpRows || n != cpPages*pageSize {
+		t.Errorf("erp.invoices has %d rows; want the %d rows of the checkpoint's %d whole pages", n, cpRows, cpPages)
 	}
 	if got := sim.Revocations(); got != 1 {
 		t.Errorf("the ERP saw %d revocations, want 1", got)
@@ -547,4 +638,15 @@ FROM erp.sync_checkpoints WHERE source = 'default' AND stream = 'invoices'`).Sca
 		t.Errorf("the page in flight did not commit within the grace period: the run was aborted")
 	}
 	checkJSONLog(t, p)
+}
+
+// waitBlockedBy waits until some session waits on a lock that the
+// session of pid holds.
+func waitBlockedBy(t *testing.T, ctx context.Context, pool *pgxpool.Pool, pid uint32, alive []*process, what string) {
+	t.Helper()
+	pollUntil(t, ctx, 30*time.Second, 5*time.Millisecond, what, alive, func() (bool, error) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, int32(pid)).Scan(&n)
+		return n > 0, err
+	})
 }

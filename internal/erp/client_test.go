@@ -434,18 +434,27 @@ func TestClientSecond401Fails(t *testing.T) {
 func TestClientTokenRenewedBeforeExpiry(t *testing.T) {
 	t.Parallel()
 	f := newFakeERP(t, nil)
-	f.set(func(f *fakeERP) { f.expiresIn = 2 }) // renewal margin: 2s/5 = 400ms
+	// A 10 s token is renewed 2 s (a fifth) before it expires: the two
+	// first GETs have 8 s to stay on the first token, and the third,
+	// 8.5 s after the first GET returned (so after the login), is in the
+	// renewal window. Wide windows: a loaded 2-core CI under -race can
+	// stall for a second.
+	f.set(func(f *fakeERP) { f.expiresIn = 10 })
 	c := newTestClient(t, f.srv.URL, nil)
 	ctx := testCtx(t)
+	var loggedIn time.Time
 	for range 2 {
 		if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
 			t.Fatal(err)
+		}
+		if loggedIn.IsZero() {
+			loggedIn = time.Now()
 		}
 	}
 	if logins, _, _ := f.counts(); logins != 1 {
 		t.Fatalf("logins = %d before the renewal margin, want 1", logins)
 	}
-	time.Sleep(1700 * time.Millisecond) // past 2s - 400ms, before the 2s expiry
+	time.Sleep(time.Until(loggedIn.Add(8500 * time.Millisecond))) // past 10s - 2s, before the 10s expiry
 	if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -66,4 +67,13 @@ func TestVerificationPushAndTextfile(t *testing.T) {
 			t.Errorf("textfile lacks %q:\n%s", want, text)
 		}
 	}
+	// node_exporter's textfile collector drops a file it cannot parse,
+	// without a word to the operator: promtool reads it as Prometheus would.
+	t.Run("promtool", func(t *testing.T) {
+		cmd := exec.Command(requirePromtool(t), "check", "metrics")
+		cmd.Stdin = strings.NewReader(string(text))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool check metrics on the textfile: %v\n%s", err, out)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package sync_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -127,22 +128,71 @@ func TestHistoryKeepsEveryVersionWithItsRange(t *testing.T) {
 	}
 }
 
-// A stream whose default is off (messaging) keeps history when the
-// configuration turns it on.
+// History follows the configuration (Target.History, which cli builds
+// from each stream's `history` key) in both directions: a stream whose
+// default is on (invoices) keeps no version when configured off, and one
+// whose default is off (messaging conversations) keeps versions when
+// configured on. The same streams left to their defaults are the control:
+// without them the first two cases could pass with a configuration that
+// is ignored.
 func TestHistoryOnByConfiguration(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, erpsim.Options{Invoices: 50})
-	h.history = map[string]bool{"currencies": false}
-	h.mustRun("currencies")
-	h.sim.SetCurrencyRate("EUR", "1.234567")
-	h.mustRun("currencies")
-	if n := h.count(`SELECT count(*) FROM erp.currencies_history`); n != 0 {
-		t.Errorf("currencies with history off kept %d versions", n)
+	const conversationsPath = "/messaging/api/conversations/"
+	changeInvoice := func(h *harness) {
+		h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+			inv[10].TotalBC = inv[10].TotalBC.Add(decimal.RequireFromString("1.00"))
+			return inv
+		})
 	}
-	h.history = nil // the default: on
-	h.sim.SetCurrencyRate("EUR", "1.345678")
-	h.mustRun("currencies")
-	if got := h.text(`SELECT exchange_rate::text FROM erp.currencies_history WHERE code = 'EUR'`); got != "1.234567" {
-		t.Errorf("kept EUR rate %s, want 1.234567", got)
+	// Every conversation gains a field, as an ERP release would add one.
+	changeConversations := func(h *harness) {
+		h.sim.SetFieldDrift(conversationsPath, map[string]json.RawMessage{"priority": json.RawMessage(`"high"`)}, nil)
+	}
+	for _, tt := range []struct {
+		name    string
+		stream  string
+		history map[string]bool
+		change  func(*harness)
+		// versions wanted after the change: -1 for one per row of the
+		// stream's table.
+		versions int64
+	}{
+		{"default on, configured off", "invoices", map[string]bool{"invoices": false}, changeInvoice, 0},
+		{"default off, configured on", "messaging_conversations", map[string]bool{"messaging_conversations": true}, changeConversations, -1},
+		{"default on, not configured", "invoices", nil, changeInvoice, 1},
+		{"default off, not configured", "messaging_conversations", nil, changeConversations, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, erpsim.Options{Invoices: 50})
+			h.history = tt.history
+			table := "erp." + tt.stream
+			h.mustRun(tt.stream)
+			rows := h.count(`SELECT count(*) FROM ` + table)
+			if rows == 0 {
+				t.Fatalf("%s is empty after a sync", table)
+			}
+			tt.change(h)
+			if res := h.mustRun(tt.stream); res.Stats.Updated == 0 {
+				t.Fatalf("the re-sync after the change updated no row: %+v", res.Stats)
+			}
+			want := tt.versions
+			if want < 0 {
+				want = rows
+			}
+			if n := h.count(`SELECT count(*) FROM ` + table + `_history`); n != want {
+				t.Errorf("%s: %d versions kept, want %d", table, n, want)
+			}
+			if tt.stream == "messaging_conversations" {
+				// The change reached the rows either way; the versions
+				// kept are the rows as they were before it.
+				if n := h.count(`SELECT count(*) FROM ` + table + ` WHERE payload ? 'priority'`); n != rows {
+					t.Errorf("%d of %d conversations carry the new field", n, rows)
+				}
+				if n := h.count(`SELECT count(*) FROM ` + table + `_history WHERE payload ? 'priority'`); n != 0 {
+					t.Errorf("%d kept versions carry the new field; a version is the row before the change", n)
+				}
+			}
+		})
 	}
 }

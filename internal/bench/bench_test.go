@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/testdb"
+)
+
+// benchDatabases are the databases a report of one run creates (runOnce's
+// erpsync_bench_<i> and the baseline's).
+var benchDatabases = []string{"erpsync_bench_0", "erpsync_bench_naive"}
+
+// TestRunTiny runs the report behind the published figures at a tiny N
+// against a binary built from this tree, so that a change which breaks
+// the bench (a flag, an environment variable, the schema, the report's
+// arithmetic) fails here rather than on the day the figures are
+// measured. It checks the report's shape, not its figures: those mean
+// nothing at N = 300 on a shared machine.
+func TestRunTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench test: builds erpsync and syncs through it; skipped with -short")
+	}
+	// The report measures the child's peak memory with GNU time(1).
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("/usr/bin/time is missing, and CI is set: install it (Debian: apt-get install time): %v", err)
+		}
+		t.Skipf("/usr/bin/time is missing (Debian: apt-get install time); set CI to make this a failure")
+	}
+	// Skips, or fails in CI, without a server, as every database test.
+	testdb.Admin(t).Close(context.Background())
+	admin := testdb.AdminURL()
+	// The bench's database names are fixed: a bench running on the same
+	// server (`make bench`, another checkout's tests) would have them
+	// dropped under it. In CI nothing else runs, and they are leftovers.
+	if left := benchDatabasesLeft(t); len(left) > 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("databases %v exist before the bench ran: left behind by an earlier run", left)
+		}
+		t.Skipf("databases %v exist: another erpsync bench seems to be running on this server", left)
+	}
+	// The bench drops its databases itself, whatever happens; this is
+	// for a run that failed half-way (a panic).
+	t.Cleanup(func() {
+		if t.Failed() {
+			dropDatabases(t)
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := buildErpsync(t, ctx)
+	var out bytes.Buffer
+	err := Run(ctx, Options{AdminURL: admin, Binary: bin, Invoices: 300, Baseline: 100, Runs: 1, PageSize: 100, Prefetch: 1}, &out)
+	report := out.String()
+	t.Logf("report:\n%s", report)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, want := range []string{
+		"erpsync bench: 300 invoices, page size 100, prefetch 1, 1 runs",
+		"  run 1: ",
+		"medians of 1 runs, N = 300",
+		"  COPY of the same rows ",
+		"  unchanged re-sync ",
+		"  1% changed, history ",
+		"  row-by-row baseline ",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report has no %q", want)
+		}
+	}
+	m := regexp.MustCompile(`(?m)^  sync / COPY +(\S+) `).FindStringSubmatch(report)
+	if m == nil {
+		t.Fatalf("the report has no sync / COPY ratio")
+	}
+	if ratio, err := strconv.ParseFloat(m[1], 64); err != nil || ratio <= 0 || math.IsInf(ratio, 0) {
+		t.Errorf("sync / COPY = %q (%v), want a positive number", m[1], err)
+	}
+	for _, bad := range []string{"NaN", "Inf", "error"} {
+		if strings.Contains(report, bad) {
+			t.Errorf("the report shows %q", bad)
+		}
+	}
+	// One change in a hundred of 300 invoices, with history: 3 versions.
+	if m := regexp.MustCompile(`1% changed, history +\S+ s +(\d+) versions kept`).FindStringSubmatch(report); m == nil || m[1] != "3" {
+		t.Errorf("versions kept by the 1%% change: %v, want 3", m)
+	}
+	if left := benchDatabasesLeft(t); len(left) > 0 {
+		t.Errorf("the bench left its databases behind: %v", left)
+	}
+}
+
+// buildErpsync builds ./cmd/erpsync into the test's temporary directory.
+func buildErpsync(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "erpsync")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/erpsync")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/erpsync: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// moduleRoot walks up from the working directory to go.mod's directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func benchDatabasesLeft(t *testing.T) []string {
+	t.Helper()
+	conn := testdb.Admin(t)
+	defer conn.Close(context.Background())
+	var left []string
+	for _, name := range benchDatabases {
+		var exists bool
+		if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+			t.Fatal(err)
+		}
+		if exists {
+			left = append(left, name)
+		}
+	}
+	return left
+}
+
+func dropDatabases(t *testing.T) {
+	conn := testdb.Admin(t)
+	defer conn.Close(context.Background())
+	for _, name := range benchDatabases {
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("dropping %s: %v", name, err)
+		}
+	}
+}
