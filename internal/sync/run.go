@@ -35,6 +35,7 @@ type Run struct {
 	sweepID int64
 	stats   model.RunStats
 	notes   []string
+	warns   []string // what status shows until the next successful run
 	freshAt time.Time
 	held    int64         // rows the deletion guard held
 	rejects []db.Rejected // reported since the last commit
@@ -114,6 +115,16 @@ func (r *Run) Read(ctx context.Context, read func(ctx context.Context, q db.Read
 // erp.sync_runs.note.
 func (r *Run) Note(format string, args ...any) {
 	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+// Warn records what an operator should look at: in the run's note, and,
+// once the run succeeded, as the stream's warning in erpsync status
+// (cleared by the next run that does not warn).
+func (r *Run) Warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.warns = append(r.warns, msg)
+	r.notes = append(r.notes, msg)
+	r.log.Warn(msg)
 }
 
 // Reject reports a record that cannot be used. It is stored, with its

@@ -65,7 +65,7 @@ func (l *List) Sync(ctx context.Context, r *Run) error {
 // startSweep begins a sweep from the first page; on a table without rows
 // of the source it is a bulk load.
 func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
-	has, err := l.table.HasRows(ctx, r.conn, r.target.Source)
+	has, err := l.table.db.HasRows(ctx, r.conn, r.target.Source)
 	if err != nil {
 		return db.Checkpoint{}, err
 	}
@@ -145,7 +145,7 @@ func (c *committer) page(ctx context.Context, b *batch) error {
 // write commits the pages of rows in one transaction: COPYed straight
 // into the table (copyNew), or upserted (one page).
 func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) error {
-	e := &epilogue{sweep: c.sweep, table: c.list.table}
+	e := &epilogue{sweep: c.sweep, table: c.list.table.db}
 	return c.run.commit(ctx, e, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 		sc := db.SweepScope{Scope: c.run.scope, SweepID: c.sweep.SweepID}
 		var up db.UpsertResult
@@ -157,10 +157,10 @@ func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) err
 			e.seen = rows.ids()
 			up.Unchanged = int64(len(rows.pages[0].rows))
 		case copyNew:
-			up.Inserted, err = c.list.table.CopyNew(ctx, tx, sc, rows)
+			up.Inserted, err = c.list.table.db.CopyNew(ctx, tx, sc, rows)
 		default:
 			// A bulk load needs no seen-list: see markDeletions.
-			up, err = c.list.table.Upsert(ctx, tx, sc, rows.pages[0].rows,
+			up, err = c.list.table.db.Upsert(ctx, tx, sc, rows.pages[0].rows,
 				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, History: c.history})
 			c.run.wrote(up.Changed)
 		}
