@@ -189,7 +189,9 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s 
 }
 
 // VerifyTable is the list's table, its money columns and month field.
-func (l *List) VerifyTable() (*db.Table, []string, string) { return l.table.db, l.Info().Money, l.Month }
+func (l *List) VerifyTable() (*db.Table, []string, string) {
+	return l.table.db, l.Info().Money, l.Month
+}
 
 // Verify walks the list route through the verification's login, page by
 // page, converting records as a sync does; records a sync would reject
