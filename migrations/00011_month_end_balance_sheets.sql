@@ -28,6 +28,10 @@ CREATE TABLE erp.balance_sheet_snapshot_history (
 -- that may be cut short, an installation that ignores date_to): erpsync
 -- status and erp.stream_freshness show it until a run no longer warns.
 ALTER TABLE erp.sync_checkpoints ADD COLUMN warning text;
+-- What the login's complete sweeps showed of the stream's lists: 'branch'
+-- (the login's branch's records) or 'company' (the whole company's, so
+-- every login of the company reads every record); NULL: not known.
+ALTER TABLE erp.sync_checkpoints ADD COLUMN list_scope text CHECK (list_scope IN ('branch', 'company'));
 
 -- "The balance sheet at the end of month M", for any day of M.
 -- +goose StatementBegin
@@ -45,7 +49,7 @@ SELECT c.source, c.stream,
        c.sweep_id IS NOT NULL AS sweep_in_progress,
        c.held_deletions,
        r.status AS last_run_status, r.finished_at AS last_run_finished,
-       c.login, c.warning
+       c.login, c.warning, c.list_scope
 FROM erp.sync_checkpoints c
 LEFT JOIN LATERAL (
     SELECT status, finished_at FROM erp.sync_runs
@@ -71,18 +75,19 @@ $$;
 
 -- +goose Down
 DROP FUNCTION erp.balance_sheet_at_month_end(date);
-CREATE OR REPLACE VIEW erp.stream_freshness WITH (security_invoker = true) AS
+DROP VIEW erp.stream_freshness;
+CREATE VIEW erp.stream_freshness WITH (security_invoker = true) AS
 SELECT c.source, c.stream,
        c.last_sweep_completed_at,
        now() - c.last_sweep_completed_at AS age,
        c.sweep_id IS NOT NULL AS sweep_in_progress,
        c.held_deletions,
        r.status AS last_run_status, r.finished_at AS last_run_finished,
-       c.login, NULL::text AS warning
+       c.login
 FROM erp.sync_checkpoints c
 LEFT JOIN LATERAL (
     SELECT status, finished_at FROM erp.sync_runs
     WHERE source = c.source AND stream = c.stream AND coalesce(login, '') = c.login ORDER BY id DESC LIMIT 1
 ) r ON true;
-ALTER TABLE erp.sync_checkpoints DROP COLUMN warning;
+ALTER TABLE erp.sync_checkpoints DROP COLUMN warning, DROP COLUMN list_scope;
 DROP TABLE erp.balance_sheet_snapshot_history;

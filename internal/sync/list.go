@@ -102,7 +102,7 @@ func (l *List) request(t Target, cursor string) erp.ListRequest {
 // A page known (answered byte for byte as in the last complete sweep, see
 // knownPages) holds rows the warehouse has as they are: only their ids
 // (for the seen-list) and drift are taken.
-func (l *List) prepare(p *erp.Page, known knownPages) *batch {
+func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *batch {
 	records, parsed := p.Records, p.Parsed
 	b := &batch{received: len(records), rows: make([]db.Row, 0, len(records))}
 	request := known.request(p)
@@ -126,6 +126,12 @@ func (l *List) prepare(p *erp.Page, known knownPages) *batch {
 			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
 			continue
 		}
+		if row.Labels.Own {
+			b.labelled++
+			if row.Labels.CompanyID != scope.CompanyID || row.Labels.BranchID != scope.BranchID {
+				b.otherBranch++
+			}
+		}
 		b.rows = append(b.rows, row)
 	}
 	// A record listed twice in one page keeps its last version: two rows
@@ -144,7 +150,7 @@ func (l *List) prepare(p *erp.Page, known knownPages) *batch {
 
 // reprepare turns a known page's batch into a full one, to be written.
 func (l *List) reprepare(b *batch) {
-	full := l.prepare(b.page, knownPages{})
+	full := l.prepare(b.page, knownPages{}, b.scope)
 	b.known, b.rows, b.rejected, b.drift = false, full.rows, full.rejected, full.drift
 }
 

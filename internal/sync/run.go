@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -47,6 +46,34 @@ type Run struct {
 	written  map[string]struct{}
 	skipOff  bool
 	fellBack bool // a bulk load met a row it had written already
+	lists    listScope
+}
+
+// listScope gathers what a sweep shows of the stream's lists: records of
+// other branches (their own labels say so), or rows another login of the
+// source listed first, mean the lists hold the whole company's records
+// (every login of the company reads each one); records all carrying the
+// login's own branch mean the branch's. Without labels, a login that
+// lists rows no other login does cannot tell which: nothing is said.
+type listScope struct {
+	companyWide bool // evidence of company-wide lists
+	labelled    int  // records with their own labels
+}
+
+func (l *listScope) observe(b *batch, othersListed int64) {
+	l.companyWide = l.companyWide || b.otherBranch > 0 || othersListed > 0
+	l.labelled += b.labelled
+}
+
+// scope is what the sweep showed: "company", "branch", or "".
+func (l listScope) scope() string {
+	switch {
+	case l.companyWide:
+		return "company"
+	case l.labelled > 0:
+		return "branch"
+	}
+	return ""
 }
 
 // Client is the ERP client of the run's login.
@@ -322,6 +349,9 @@ func (r *Run) endSweep(ctx context.Context, tx pgx.Tx, e *epilogue, cp db.Checkp
 	if deleted, err = r.markDeletions(ctx, tx, e.table, cp, e.pages[len(e.pages)-1]); err != nil {
 		return freshAt, 0, err
 	}
+	if err = db.SetListScope(ctx, tx, cp.Key, r.lists.scope()); err != nil {
+		return freshAt, 0, err
+	}
 	freshAt, err = db.CompleteSweep(ctx, tx, cp)
 	return freshAt, deleted, err
 }
@@ -405,6 +435,12 @@ func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp 
 	if err != nil {
 		return 0, err
 	}
+	if n > 0 && end.cut {
+		// The whole list was one answer without a paging signal, exactly
+		// as long as a page: the rest may never have been read.
+		r.Warn("%s, so the %d rows it no longer lists were not marked deleted", cutWarning(end.received), n)
+		return 0, nil
+	}
 	return r.MarkGone(ctx, tx, Deletions{
 		Rows: n,
 		Live: n + cp.Rows,
@@ -414,78 +450,6 @@ func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp 
 		},
 		Mark: func() (int64, error) { return table.MarkDeleted(ctx, tx, sc) },
 	})
-}
-
-// Deletions are rows a complete read of a stream found gone, not yet
-// marked: the deletion guard decides whether to mark them now.
-type Deletions struct {
-	Rows   int64                  // how many rows are gone
-	Live   int64                  // the stream's live rows before marking, these included
-	Digest func() ([]byte, error) // names which rows (asked only when holding)
-	Mark   func() (int64, error)  // marks them deleted, returning how many
-}
-
-// The deletion guard: a read that finds more than half of a stream's live
-// rows gone (and more than guardMinRows) is more likely an ERP answering
-// wrong (an empty list, a broken filter) than half the books deleted.
-// Such a deletion is held until guardConfirmations further complete
-// reads find the very same rows gone, or an operator confirms it.
-const (
-	guardMinRows       = 10
-	guardConfirmations = 2
-)
-
-// MarkGone marks d's rows deleted, or holds them by the deletion guard's
-// rule, and returns how many it marked. It runs in the transaction that
-// completes the read: a stream of its own calls it in its last Commit.
-func (r *Run) MarkGone(ctx context.Context, tx pgx.Tx, d Deletions) (int64, error) {
-	cp, err := db.LoadCheckpoint(ctx, tx, r.key)
-	if err != nil {
-		return 0, err
-	}
-	mark := func() (int64, error) {
-		if cp.Held.Rows > 0 { // what was held is marked, or gone no more
-			if err := db.SetHeld(ctx, tx, r.key, db.Held{}); err != nil {
-				return 0, err
-			}
-		}
-		if d.Rows == 0 {
-			return 0, nil
-		}
-		return d.Mark()
-	}
-	if d.Rows <= guardMinRows || d.Rows*2 <= d.Live {
-		return mark()
-	}
-	if r.runner.ConfirmDeletions {
-		r.Note("%d of %d live rows gone: marked deleted, as the operator confirmed", d.Rows, d.Live)
-		return mark()
-	}
-	digest, err := d.Digest()
-	if err != nil {
-		return 0, err
-	}
-	held := cp.Held
-	if held.Rows == d.Rows && bytes.Equal(held.Digest, digest) {
-		held.Sweeps++
-	} else {
-		held = db.Held{Rows: d.Rows, Digest: digest, Sweeps: 1, Since: time.Now()}
-	}
-	if held.Sweeps > guardConfirmations {
-		r.log.Warn("held deletion confirmed by consecutive complete sweeps; marking", "rows", d.Rows, "sweeps", held.Sweeps)
-		r.Note("%d of %d live rows gone in %d complete sweeps in a row since %s: marked deleted", d.Rows, d.Live,
-			held.Sweeps, held.Since.UTC().Format(time.RFC3339))
-		return mark()
-	}
-	if err := db.SetHeld(ctx, tx, r.key, held); err != nil {
-		return 0, err
-	}
-	r.held = held.Rows
-	r.log.Warn("deletion held: too many live rows gone at once", "rows", d.Rows, "live", d.Live,
-		"sweeps_agreeing", held.Sweeps, "applied_after", guardConfirmations+1)
-	r.Note("deletion held: %d of %d live rows gone (sweep %d of %d that must agree; or confirm with erpsync sync --confirm-deletions %s)",
-		d.Rows, d.Live, held.Sweeps, guardConfirmations+1, r.key.Stream)
-	return 0, nil
 }
 
 // mergeDrift adds up the drift of several pages: one upsert statement

@@ -9,6 +9,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // batch is a fetched page turned into rows to write, rejected records and
@@ -23,6 +24,13 @@ type batch struct {
 	cursor   string // cursor of the next page ("" at the end, or when not resumable)
 	last     bool   // no page follows
 	total    int64  // the list's size as the ERP stated it; -1 unknown
+	// labelled counts its records that carry their own company and
+	// branch, otherBranch those of them not of the login's.
+	labelled, otherBranch int
+	scope                 model.Scope // the run's, for reprepare
+	// cut: the sweep is this one page, which gave no paging signal and
+	// holds exactly a page's worth of records (see mayBeCut).
+	cut bool
 	// known: the ERP answered the page's request with the same bytes as
 	// in the last complete sweep; rows hold ids only.
 	known bool
@@ -44,6 +52,7 @@ type pageSource struct {
 	prepare func(*erp.Page) *batch
 	base    int64 // pages of the sweep committed before this walk
 	fetched int64
+	asked   int // the page size the requests name (0: none)
 
 	ch     chan fetched // nil without prefetch
 	cancel context.CancelFunc
@@ -58,6 +67,9 @@ type fetched struct {
 
 func (r *Run) newPageSource(ctx context.Context, req erp.ListRequest, base int64, prepare func(*erp.Page) *batch) *pageSource {
 	s := &pageSource{run: r, lister: r.login.Client.List(req), prepare: prepare, base: base, cancel: func() {}}
+	if req.Paging != erp.Unpaged {
+		s.asked = req.PageSize
+	}
 	if n := r.runner.Prefetch; n > 0 {
 		var fctx context.Context
 		fctx, s.cancel = context.WithCancel(ctx)
@@ -104,8 +116,9 @@ func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 	}
 	s.fetched++
 	b := s.prepare(page)
-	b.page, b.number = page, n
+	b.page, b.number, b.scope = page, n, s.run.scope
 	b.last, b.cursor, b.total = s.lister.Done(), s.lister.Cursor(), s.lister.Total()
+	b.cut = n == 1 && b.last && mayBeCut(page, s.asked)
 	return fetched{b: b}
 }
 

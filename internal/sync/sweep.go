@@ -87,7 +87,7 @@ func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
 		}
 	}
 	known := l.knownPages(r.scope, answers)
-	prepare := func(p *erp.Page) *batch { return l.prepare(p, known) }
+	prepare := func(p *erp.Page) *batch { return l.prepare(p, known, r.scope) }
 	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, prepare)
 	defer src.close()
 	c := &committer{run: r, list: l, sweep: cp, src: src, history: r.KeepsHistory()}
@@ -161,12 +161,15 @@ func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) err
 		default:
 			// A bulk load needs no seen-list: see markDeletions.
 			up, err = c.list.table.db.Upsert(ctx, tx, sc, rows.pages[0].rows,
-				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, History: c.history})
+				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, History: c.history, CountOthers: len(c.run.target.Logins) > 1})
 			c.run.wrote(up.Changed)
 		}
 		// The pages a COPY took are known only once it ran: the epilogue
 		// (checkpoint, rejected records, drift) covers exactly those.
 		e.pages = rows.pages
+		for _, p := range rows.pages {
+			c.run.lists.observe(p, up.OthersListed)
+		}
 		if err == nil && c.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {
 			err = c.list.AfterWrite(ctx, tx, c.run.scope, rows.ids())
 		}
