@@ -89,4 +89,3 @@ func (r *Run) MarkGone(ctx context.Context, tx pgx.Tx, d Deletions) (int64, erro
 		d.Rows, d.Live, held.Sweeps, guardConfirmations+1, r.key.Stream)
 	return 0, nil
 }
-
