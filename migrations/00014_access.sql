@@ -234,6 +234,54 @@ END
 $$;
 -- +goose StatementEnd
 
+-- erp.add_history(table), for a stream added later, gives the history
+-- table its entity's rule (by company or by source) and readers,
+-- erpsync_scoped included.
+-- +goose StatementBegin
+CREATE OR REPLACE PROCEDURE erp.add_history(tbl text)
+LANGUAGE plpgsql AS $proc$
+DECLARE
+    entity     regclass := format('erp.%I', tbl)::regclass;
+    hist       text := tbl || '_history';
+    by_company boolean;
+    r          text;
+BEGIN
+    EXECUTE format('CREATE TABLE erp.%I (LIKE %s)', hist, entity);
+    EXECUTE format($f$ALTER TABLE erp.%I
+        DROP COLUMN synced_at, DROP COLUMN deleted_at,
+        ADD COLUMN valid_from timestamptz NOT NULL,
+        ADD COLUMN valid_to   timestamptz NOT NULL,
+        ADD COLUMN ended_by   text        NOT NULL CHECK (ended_by IN ('change', 'deletion')),
+        ADD PRIMARY KEY (source, id, valid_from),
+        ADD CHECK (valid_to > valid_from)$f$, hist);
+    -- "What changed this week" reads by valid_to.
+    EXECUTE format('CREATE INDEX %I ON erp.%I (valid_to)', hist || '_valid_to', hist);
+    -- erp.<table>_as_of.
+    CALL erp.refresh_history(tbl);
+
+    SELECT bool_or(qual LIKE '%company_id%') INTO by_company
+      FROM pg_policies WHERE schemaname = 'erp' AND tablename = tbl AND cmd = 'SELECT';
+    IF by_company THEN
+        CALL erp.restrict_to_companies(hist);
+    ELSIF by_company IS NOT NULL THEN
+        CALL erp.restrict_to_sources(hist);
+    END IF;
+
+    -- History is appended, never rewritten: the daemon's role may add
+    -- versions and nothing else.
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'erpsync_runtime') THEN
+        EXECUTE format('REVOKE ALL ON erp.%I FROM erpsync_runtime', hist);
+        EXECUTE format('GRANT SELECT, INSERT ON erp.%I TO erpsync_runtime', hist);
+    END IF;
+    FOREACH r IN ARRAY ARRAY['erpsync_analyst', 'erpsync_sensitive', 'erpsync_scoped'] LOOP
+        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) AND has_table_privilege(r, entity, 'SELECT') THEN
+            EXECUTE format('GRANT SELECT ON erp.%I TO %I', hist, r);
+        END IF;
+    END LOOP;
+END
+$proc$;
+-- +goose StatementEnd
+
 -- +goose Down
 -- +goose StatementBegin
 DO $$

@@ -182,6 +182,16 @@ func (r *Run) Commit(ctx context.Context, write func(ctx context.Context, tx pgx
 	return r.commit(ctx, &epilogue{}, write)
 }
 
+// Upsert writes rows of a stream's table (made by Table.Row) in a
+// commit, as a list writes its pages: new and changed rows only, labels
+// as the records carry them, the versions they replace kept when the run
+// keeps history. It returns what it did, for the commit's counters.
+func (r *Run) Upsert(ctx context.Context, tx pgx.Tx, t *Table, rows []db.Row) (model.RunStats, error) {
+	rows = KeepLast(rows, func(row db.Row) string { return row.ID }, nil)
+	up, err := t.db.Upsert(ctx, tx, db.SweepScope{Scope: r.scope}, rows, db.UpsertOptions{History: r.KeepsHistory()})
+	return model.RunStats{Pages: 1, Seen: int64(len(rows)), Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
+}
+
 // execute runs the stream. A panic in it (a bug in one stream) becomes a
 // failed run with the stack in the log, not a dead daemon.
 func (r *Run) execute(ctx context.Context, s Stream) (err error) {
