@@ -12,7 +12,7 @@ import (
 	"github.com/erpsync/erpsync/internal/model"
 )
 
-func cmdStatus(e *env) error {
+func cmdStatus(e *command) error {
 	fs, cfgFile := e.flags("status")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := e.parse(fs); err != nil {

@@ -102,9 +102,9 @@ func (l *List) request(t Target, cursor string) erp.ListRequest {
 // A page known (answered byte for byte as in the last complete sweep, see
 // knownPages) holds rows the warehouse has as they are: only their ids
 // (for the seen-list) and drift are taken.
-func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *batch {
+func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *preparedPage {
 	records, parsed := p.Records, p.Parsed
-	b := &batch{received: len(records), rows: make([]db.Row, 0, len(records))}
+	b := &preparedPage{received: len(records), rows: make([]db.Row, 0, len(records))}
 	request := known.request(p)
 	b.known = known.holds(request, p.Digest)
 	var drift Drift
@@ -148,8 +148,8 @@ func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *batch 
 	return b
 }
 
-// reprepare turns a known page's batch into a full one, to be written.
-func (l *List) reprepare(b *batch) {
+// reprepare turns a known prepared page into a full one, to be written.
+func (l *List) reprepare(b *preparedPage) {
 	full := l.prepare(b.page, knownPages{}, b.scope)
 	b.known, b.rows, b.rejected, b.drift = false, full.rows, full.rejected, full.drift
 }

@@ -60,7 +60,7 @@ type listScope struct {
 	labelled    int  // records with their own labels
 }
 
-func (l *listScope) observe(b *batch, othersListed int64) {
+func (l *listScope) observe(b *preparedPage, othersListed int64) {
 	l.companyWide = l.companyWide || b.otherBranch > 0 || othersListed > 0
 	l.labelled += b.labelled
 }
@@ -175,11 +175,11 @@ func (r *Run) Stopped() error {
 	}
 }
 
-// Commit writes in one transaction what write writes, then the epilogue
+// Commit writes in one transaction what write writes, then the bookkeeping
 // every write shares: the records rejected since the last commit, the
 // run's counters and its progress. write returns what it did.
 func (r *Run) Commit(ctx context.Context, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
-	return r.commit(ctx, &epilogue{}, write)
+	return r.commit(ctx, &bookkeeping{}, write)
 }
 
 // Upsert writes rows of a stream's table (made by Table.Row) in a
@@ -231,21 +231,21 @@ func (r *Run) panicked(p any) error {
 	return fmt.Errorf("%s: panic: %v", r.key.Stream, p)
 }
 
-// epilogue is what a transaction writes after its rows. Outside sweeps it
+// bookkeeping is what a transaction writes after its rows. Outside sweeps it
 // is empty; in a sweep it carries the pages the transaction writes.
-type epilogue struct {
-	sweep *db.Checkpoint // the sweep the pages belong to; nil outside sweeps
-	table *db.Table      // the sweep's table (deletion marks)
-	pages []*batch       // the pages written, in order
-	seen  []string       // ids of pages not written (known), for the seen-list
+type bookkeeping struct {
+	sweep *db.Checkpoint  // the sweep the pages belong to; nil outside sweeps
+	table *db.Table       // the sweep's table (deletion marks)
+	pages []*preparedPage // the pages written, in order
+	seen  []string        // ids of pages not written (known), for the seen-list
 }
 
 // commit is the one transaction shape of every write: begin, write, the
-// epilogue, commit; then the run's counters. The epilogue's bookkeeping
-// (seen ids, checkpoint, page digests, rejected records, drift) goes to
-// Postgres in one round trip. The checkpoint in e.sweep is updated only
+// bookkeeping, commit; then the run's counters. The bookkeeping's
+// statements (seen ids, checkpoint, page digests, rejected records, drift)
+// go to Postgres in one round trip. The checkpoint in e.sweep is updated only
 // once the commit succeeded.
-func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
+func (r *Run) commit(ctx context.Context, e *bookkeeping, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
 	tx, err := r.conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", db.Describe(err))
@@ -263,15 +263,15 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 		rejected = append(rejected, b.rejected...)
 		drift = append(drift, b.drift...)
 	}
-	book := &pgx.Batch{}
-	var next db.Checkpoint // the sweep's checkpoint once the batch ran
+	statements := &pgx.Batch{}
+	var next db.Checkpoint // the sweep's checkpoint once the statements ran
 	last := false
 	if e.sweep != nil {
 		next = *e.sweep
-		last = r.queuePages(book, e, &next)
+		last = r.queuePages(statements, e, &next)
 	}
-	db.QueueInsertRejected(book, r.target.Source, r.key.Stream, r.runID, rejected)
-	db.QueueRecordDrift(book, r.target.Source, r.key.Stream, mergeDrift(append(drift, r.drift...)))
+	db.QueueInsertRejected(statements, r.target.Source, r.key.Stream, r.runID, rejected)
+	db.QueueRecordDrift(statements, r.target.Source, r.key.Stream, mergeDrift(append(drift, r.drift...)))
 	if e.sweep != nil && !last && st.Inserted+st.Updated == 0 && len(rejected) == 0 {
 		// The pages changed nothing: the transaction holds only where the
 		// sweep stands, its seen-list (which a Postgres crash empties
@@ -281,9 +281,9 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 		// re-reads those unchanged pages; an erpsync crash loses nothing.
 		// The unchanged re-sync, the daemon's every-few-minutes job, no
 		// longer waits on a flush per page.
-		db.QueueNoFlush(book)
+		db.QueueNoFlush(statements)
 	}
-	if err := db.SendBatch(ctx, tx, book, "recording the pages"); err != nil {
+	if err := db.SendBatch(ctx, tx, statements, "recording the pages"); err != nil {
 		return err
 	}
 	var freshAt time.Time
@@ -320,11 +320,11 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 
 // queuePages queues the sweep's bookkeeping of e's pages: the ids seen of
 // pages not written, the checkpoint past them (next moves on when the
-// batch runs), and what their requests were answered with. It returns
+// statements run), and what their requests were answered with. It returns
 // whether the pages end the sweep.
-func (r *Run) queuePages(book *pgx.Batch, e *epilogue, next *db.Checkpoint) bool {
+func (r *Run) queuePages(statements *pgx.Batch, e *bookkeeping, next *db.Checkpoint) bool {
 	if len(e.seen) > 0 {
-		db.QueueMarkSeen(book, next.SweepID, e.seen)
+		db.QueueMarkSeen(statements, next.SweepID, e.seen)
 	}
 	var rows int64
 	var digests []db.PageDigest
@@ -335,15 +335,15 @@ func (r *Run) queuePages(book *pgx.Batch, e *epilogue, next *db.Checkpoint) bool
 		}
 	}
 	end := e.pages[len(e.pages)-1]
-	db.QueueAdvanceCheckpoint(book, next, end.cursor, int64(len(e.pages)), rows)
-	db.QueueRecordPageDigests(book, next.Key, next.SweepID, digests)
+	db.QueueAdvanceCheckpoint(statements, next, end.cursor, int64(len(e.pages)), rows)
+	db.QueueRecordPageDigests(statements, next.Key, next.SweepID, digests)
 	return end.last
 }
 
 // endSweep closes a sweep in the transaction of its last page: it marks
 // the rows the sweep did not see deleted (unless it cannot be sure it saw
 // them all) and completes it, returning when.
-func (r *Run) endSweep(ctx context.Context, tx pgx.Tx, e *epilogue, cp db.Checkpoint) (freshAt time.Time, deleted int64, err error) {
+func (r *Run) endSweep(ctx context.Context, tx pgx.Tx, e *bookkeeping, cp db.Checkpoint) (freshAt time.Time, deleted int64, err error) {
 	// The pages of this sweep are known to the next only if no id came
 	// twice in it: a row listed on two pages ends as the later copy, so
 	// the earlier page would not be as the warehouse has it.
@@ -409,7 +409,7 @@ func (r *Run) mayHaveWritten(rows []db.Row) bool {
 
 // markDeletions marks the rows of the run's scope that the completed
 // sweep did not see, unless it cannot be sure it saw them all.
-func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp db.Checkpoint, end *batch) (int64, error) {
+func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp db.Checkpoint, end *preparedPage) (int64, error) {
 	// A bulk load began on a table without rows of the source, so every
 	// row there now was written by this sweep: nothing to mark.
 	if cp.BulkLoad {
