@@ -13,7 +13,9 @@ import (
 // statusSQL takes freshness from erp.stream_freshness, the one definition
 // analysts, `erpsync status` and the metrics share: the time of the last
 // completed sweep. Streams that never completed one still show, from
-// their runs.
+// their runs. Runs from before logins (login NULL) show as a line of
+// their own only until a login of the stream has run: that login claimed
+// their checkpoint and speaks for the stream from then on.
 const statusSQL = `
 WITH keys AS (
     SELECT source, stream, login FROM erp.sync_checkpoints
@@ -37,6 +39,7 @@ LEFT JOIN last l USING (source, stream, login)
 LEFT JOIN lasterr e USING (source, stream, login)
 LEFT JOIN erp.stream_freshness f USING (source, stream, login)
 LEFT JOIN erp.sync_checkpoints c USING (source, stream, login)
+WHERE k.login <> '' OR NOT EXISTS (SELECT 1 FROM keys o WHERE o.source = k.source AND o.stream = k.stream AND o.login <> '')
 ORDER BY k.source, k.stream, k.login`
 
 // LoadStatus returns where every (source, stream, login) that ever ran

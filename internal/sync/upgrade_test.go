@@ -76,7 +76,9 @@ func legacyWarehouse(t *testing.T, sim *erpsim.Sim, user erpsim.User) (*pgxpool.
 INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, first_seen_at, valid_from, valid_to, ended_by)
 SELECT source, id, company_id, branch_id, total_bc - 1, payload, '\x00', first_seen_at, first_seen_at, synced_at, 'change'
 FROM erp.invoices ORDER BY id LIMIT 1;
-INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_id, last_sweep_completed_at) VALUES ('main', 'invoices', 1, now() - interval '1 day')`); err != nil {
+INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_id, last_sweep_completed_at) VALUES ('main', 'invoices', 1, now() - interval '1 day');
+INSERT INTO erp.sync_runs (source, stream, status, started_at, finished_at, sweep_id)
+VALUES ('main', 'invoices', 'succeeded', now() - interval '1 day', now() - interval '1 day', 1)`); err != nil {
 		t.Fatal(err)
 	}
 	scoped := testdb.Role(t)
@@ -152,6 +154,19 @@ func TestUpgradeFromTheReleaseBefore(t *testing.T) {
 	}
 	if got := q(`SELECT string_agg(login, ',') FROM erp.sync_checkpoints WHERE stream = 'invoices'`); got != "sync-riyadh" {
 		t.Errorf("checkpoints of invoices: %s, want the one from before claimed by sync-riyadh", got)
+	}
+	// Status speaks of the login only: the run from before logins is no
+	// line of its own (it would be one never fresh).
+	st, err := db.LoadStatus(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, s := range st {
+		lines = append(lines, s.Stream+"/"+s.Login+"/"+string(s.LastRunStatus))
+	}
+	if got := strings.Join(lines, ","); got != "invoices/sync-riyadh/succeeded" {
+		t.Errorf("status after the first sync = %s, want one line, of sync-riyadh", got)
 	}
 
 	// The records now carry their own branch (their payloads change, so
