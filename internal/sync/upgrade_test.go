@@ -15,6 +15,7 @@ import (
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
 	"github.com/erpsync/erpsync/internal/testdb"
 	"github.com/erpsync/erpsync/migrations"
@@ -254,5 +255,39 @@ func TestUpgradeStopsAtAnAnalystsView(t *testing.T) {
 	}
 	if err := migrateUp(t, pool); err != nil {
 		t.Errorf("upgrading once the view is dropped: %v", err)
+	}
+}
+
+// TestOlderBinaryRefusesNewerSchema: during a rolling upgrade a replica
+// of the release before meets a schema migrated past what it knows. Its
+// runs fail before writing anything, saying why; once the schema is one
+// it knows again, it writes.
+func TestOlderBinaryRefusesNewerSchema(t *testing.T) {
+	h := newHarness(t, erpsim.Options{Invoices: 60})
+	h.mustRun("invoices")
+	current, target, err := db.SchemaVersions(context.Background(), h.pool)
+	if err != nil || current != target {
+		t.Fatalf("schema %d, binary %d, %v", current, target, err)
+	}
+	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[3].Status = "void"
+		return inv
+	})
+	before := h.text(`SELECT string_agg(payload_hash::text, ',' ORDER BY id) FROM erp.invoices`)
+	if _, err := h.pool.Exec(context.Background(), `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, target+1); err != nil {
+		t.Fatal(err)
+	}
+	res := h.run("invoices")
+	if res.Status != model.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), fmt.Sprintf("refusing to write: the schema is at version %d, newer than this binary's %d", target+1, target)) {
+		t.Fatalf("a run on a newer schema: %s %v, want it failed, refusing to write", res.Status, res.Err)
+	}
+	if after := h.text(`SELECT string_agg(payload_hash::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
+		t.Error("a run refused for a newer schema wrote rows")
+	}
+	if _, err := h.pool.Exec(context.Background(), `DELETE FROM goose_db_version WHERE version_id = $1`, target+1); err != nil {
+		t.Fatal(err)
+	}
+	if res := h.mustRun("invoices"); res.Stats.Updated != 1 {
+		t.Errorf("on its own schema again, the run updated %d rows, want the one changed", res.Stats.Updated)
 	}
 }
