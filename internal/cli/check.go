@@ -11,7 +11,7 @@ import (
 )
 
 // cmdCheck tries everything a run needs and says exactly what is wrong.
-func cmdCheck(e *env) error {
+func cmdCheck(e *command) error {
 	fs, cfgFile := e.flags("check")
 	if err := e.parse(fs); err != nil {
 		return err

@@ -50,9 +50,9 @@ Every command takes --config FILE (or ERPSYNC_CONFIG); environment
 variables (ERPSYNC_*) override the file. See docs/configuration.md.
 `
 
-// env is the process's environment and output, passed down so tests
-// need no real environment.
-type env struct {
+// command is a command being run: its arguments, the process's
+// environment and output, passed down so tests need no real environment.
+type command struct {
 	args    []string
 	environ []string
 	stdout  io.Writer
@@ -73,8 +73,8 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "erpsync: %v\n", err)
 		return exitFailed
 	}
-	e := &env{args: args[1:], environ: environ, stdout: stdout, stderr: stderr, catalog: catalog, term: newTerminal(stderr)}
-	cmds := map[string]func(*env) error{
+	e := &command{args: args[1:], environ: environ, stdout: stdout, stderr: stderr, catalog: catalog, term: newTerminal(stderr)}
+	cmds := map[string]func(*command) error{
 		"migrate":  cmdMigrate,
 		"sync":     cmdSync,
 		"run":      cmdRun,
@@ -83,7 +83,7 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		"probe":    cmdProbe,
 		"verify":   cmdVerify,
 		"demo":     cmdDemo,
-		"version":  func(e *env) error { fmt.Fprintln(e.stdout, buildinfo.String()); return nil },
+		"version":  func(e *command) error { fmt.Fprintln(e.stdout, buildinfo.String()); return nil },
 		"simulate": cmdSimulate, // hidden: the ERP simulator for docker-compose and manual tests
 	}
 	switch args[0] {
@@ -131,7 +131,7 @@ func isSchemaError(err error) bool {
 }
 
 // flags returns a flag set with the options every command shares.
-func (e *env) flags(name string) (*flag.FlagSet, *string) {
+func (e *command) flags(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("erpsync "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	cfgFile := fs.String("config", "", "YAML configuration `file` (default $ERPSYNC_CONFIG)")
@@ -140,7 +140,7 @@ func (e *env) flags(name string) (*flag.FlagSet, *string) {
 
 // parse accepts flags before and after the arguments
 // (`erpsync sync invoices --prefetch 0`), as users expect; "--" ends flags.
-func (e *env) parse(fs *flag.FlagSet) error {
+func (e *command) parse(fs *flag.FlagSet) error {
 	args, rest := e.args, []string(nil)
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -165,14 +165,14 @@ func (e *env) parse(fs *flag.FlagSet) error {
 }
 
 // writeJSON prints v as indented JSON, the --json of every command.
-func (e *env) writeJSON(v any) error {
+func (e *command) writeJSON(v any) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
 // getenv reads the environment Main was given.
-func (e *env) getenv(key string) string {
+func (e *command) getenv(key string) string {
 	for _, kv := range e.environ {
 		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
 			return v
@@ -182,10 +182,10 @@ func (e *env) getenv(key string) string {
 }
 
 // positional is what parse left after the flags.
-func (e *env) positional() []string { return e.args }
+func (e *command) positional() []string { return e.args }
 
 // loadConfig reads the configuration; needERP requires a usable source.
-func (e *env) loadConfig(file string, needERP bool) (config.Config, error) {
+func (e *command) loadConfig(file string, needERP bool) (config.Config, error) {
 	return config.Load(e.environ, config.Options{ConfigFile: file, Streams: specs(e.catalog), NeedERP: needERP})
 }
 
@@ -291,7 +291,7 @@ func specs(c *sync.Catalog) []config.StreamSpec {
 
 // streamsFor resolves the streams to run for a source: the named ones, or
 // the source's enabled ones.
-func (e *env) streamsFor(src config.Source, names []string) ([]sync.Stream, error) {
+func (e *command) streamsFor(src config.Source, names []string) ([]sync.Stream, error) {
 	if len(names) == 0 {
 		for _, sc := range src.Streams {
 			names = append(names, sc.Name)

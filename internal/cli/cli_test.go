@@ -518,7 +518,7 @@ func TestMigrateTwice(t *testing.T) {
 		t.Errorf("sync with auto-migrate off on a database never migrated: want exit 2 and a hint\n%s", r)
 	}
 	applied := regexp.MustCompile(`migrations applied: (\d+)`)
-	for i, want := range []int{len(sqlFiles), 0} {
+	for i, want := range []int{len(sqlFiles) + len(migrations.Go), 0} {
 		r := runMain(t, env, "migrate")
 		if r.code != exitOK {
 			t.Fatalf("migrate #%d: exit %d\n%s", i+1, r.code, r)

@@ -23,7 +23,7 @@ import (
 // when ERPSYNC_DATABASE_URL is not set.
 const demoAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
-func cmdDemo(e *env) error {
+func cmdDemo(e *command) error {
 	fs, cfgFile := e.flags("demo")
 	invoices := fs.Int("invoices", 5000, "invoices in the simulated ERP")
 	if err := e.parse(fs); err != nil {
@@ -135,7 +135,7 @@ Now query the warehouse:
 	return nil
 }
 
-func printDemoTables(ctx context.Context, e *env, pool *pgxpool.Pool) error {
+func printDemoTables(ctx context.Context, e *command, pool *pgxpool.Pool) error {
 	runs, err := db.LastRuns(ctx, pool, "demo")
 	if err != nil {
 		return err
@@ -176,7 +176,7 @@ func createDemoDatabase(ctx context.Context, admin, name string) (string, error)
 }
 
 // coreStreams are the catalog's core streams with their defaults.
-func (e *env) coreStreams() []config.StreamConfig {
+func (e *command) coreStreams() []config.StreamConfig {
 	var out []config.StreamConfig
 	for _, sp := range specs(e.catalog) {
 		if sp.Core {

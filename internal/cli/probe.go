@@ -24,7 +24,7 @@ type probeLine struct {
 // route and says, per stream, whether erpsync can use it on this
 // installation: the operator's first command against a real ERP. It
 // needs no database and writes nothing anywhere.
-func cmdProbe(e *env) error {
+func cmdProbe(e *command) error {
 	fs, cfgFile := e.flags("probe")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := e.parse(fs); err != nil {

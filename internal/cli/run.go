@@ -10,7 +10,7 @@ import (
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
-func cmdRun(e *env) error {
+func cmdRun(e *command) error {
 	fs, cfgFile := e.flags("run")
 	noMigrate := fs.Bool("no-migrate", false, "refuse to start on a schema that is behind instead of migrating it (also ERPSYNC_AUTO_MIGRATE=false)")
 	prefetch := fs.Int("prefetch", 1, "pages fetched ahead of the page being written (0: none)")

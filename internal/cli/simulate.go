@@ -9,7 +9,7 @@ import (
 )
 
 // cmdSimulate serves the ERP simulator (docker-compose, manual tests).
-func cmdSimulate(e *env) error {
+func cmdSimulate(e *command) error {
 	fs, _ := e.flags("simulate")
 	addr := fs.String("addr", "127.0.0.1:8090", "listen `address`")
 	o := erpsim.Options{}

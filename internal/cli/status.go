@@ -12,7 +12,7 @@ import (
 	"github.com/erpsync/erpsync/internal/model"
 )
 
-func cmdStatus(e *env) error {
+func cmdStatus(e *command) error {
 	fs, cfgFile := e.flags("status")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := e.parse(fs); err != nil {
@@ -37,6 +37,11 @@ func cmdStatus(e *env) error {
 		return err
 	}
 	warn(st, cfg, time.Now())
+	for i := range st {
+		if s, ok := e.catalog.Lookup(st[i].Stream); ok {
+			st[i].Contract = s.Info().Contract.String()
+		}
+	}
 	if *asJSON {
 		if st == nil {
 			st = []model.StreamStatus{}
@@ -72,6 +77,9 @@ func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
 		if s.HeldDeletions > 0 {
 			notes = append(notes, fmt.Sprintf("%d deletions held: erpsync sync --confirm-deletions %s, if they are real", s.HeldDeletions, s.Stream))
 		}
+		if s.StreamWarning != "" {
+			notes = append(notes, s.StreamWarning)
+		}
 		s.Warning = strings.Join(notes, "; ")
 	}
 }
@@ -82,7 +90,7 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLAST RUN\tFINISHED\tDATA AS OF\tFRESHNESS\tSWEEP\tLAST ERROR\tWARNING")
+	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN\tCONTRACT\tLISTS\tLAST RUN\tFINISHED\tDATA AS OF\tFRESHNESS\tSWEEP\tLAST ERROR\tWARNING")
 	for _, s := range st {
 		sweep := "idle"
 		if s.SweepInProgress {
@@ -92,8 +100,9 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 		if s.FreshnessSecs != nil {
 			fresh = (time.Duration(*s.FreshnessSecs) * time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(string(s.LastRunStatus)), ts(s.LastRunFinished),
-			ts(s.LastSuccess), fresh, sweep, dash(oneLine(s.LastError, 80)), dash(s.Warning))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(s.Login), dash(s.Contract),
+			listScope(s.ListScope), dash(string(s.LastRunStatus)), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweep,
+			dash(oneLine(s.LastError, 80)), dash(s.Warning))
 	}
 	tw.Flush()
 }

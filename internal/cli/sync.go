@@ -15,7 +15,7 @@ import (
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
-func cmdMigrate(e *env) error {
+func cmdMigrate(e *command) error {
 	fs, cfgFile := e.flags("migrate")
 	if err := e.parse(fs); err != nil {
 		return err
@@ -44,7 +44,7 @@ func cmdMigrate(e *env) error {
 	return nil
 }
 
-func cmdSync(e *env) error {
+func cmdSync(e *command) error {
 	fs, cfgFile := e.flags("sync")
 	prefetch := fs.Int("prefetch", 1, "pages fetched ahead of the page being written (0: none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sync to `file` (performance work)")
@@ -89,7 +89,7 @@ func cmdSync(e *env) error {
 // syncOnce runs the named (or enabled) streams of every source one after
 // the other, each through every login of its source; a failing stream
 // does not stop the others.
-func (e *env) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, cfg config.Config, names []string) error {
+func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, cfg config.Config, names []string) error {
 	term, log := e.term, runner.Log
 	failed, skipped := 0, 0
 	for _, src := range cfg.Sources {

@@ -17,7 +17,7 @@ import (
 // the exact money sums per company, branch and month. It exits 0 when
 // everything agrees and 1 when not, for a scheduled job; the job's
 // metric goes to a textfile or a Pushgateway.
-func cmdVerify(e *env) error {
+func cmdVerify(e *command) error {
 	fs, cfgFile := e.flags("verify")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	sample := fs.Int("sample", 10, "ids listed per kind of difference")

@@ -224,6 +224,34 @@ RETURNING last_sweep_completed_at`, k.Source, k.Stream, k.Login).Scan(&at)
 	return at, nil
 }
 
+// SetWarning records what an operator should know of the login's last
+// run of a stream ("" clears it): erpsync status shows it.
+func SetWarning(ctx context.Context, q Querier, k StreamKey, warning string) error {
+	_, err := q.Exec(ctx, `
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, warning, updated_at) VALUES ($1, $2, $3, nullif($4, ''), now())
+ON CONFLICT (source, stream, login) DO UPDATE SET warning = nullif($4, ''), updated_at = now()
+WHERE c.warning IS DISTINCT FROM nullif($4, '')`, k.Source, k.Stream, k.Login, SafeText(warning, 2000))
+	if err != nil {
+		return fmt.Errorf("recording the warning of %s: %w", k, Describe(err))
+	}
+	return nil
+}
+
+// SetListScope records what a complete sweep showed of the stream's lists
+// through the login: "branch" (its branch's records), "company" (the
+// whole company's: a fact of the installation, recorded for every login
+// of the source's stream), "" (it could not tell; what was known stays).
+func SetListScope(ctx context.Context, q Querier, k StreamKey, scope string) error {
+	if scope == "" {
+		return nil
+	}
+	if _, err := q.Exec(ctx, `UPDATE erp.sync_checkpoints SET list_scope = $4 WHERE source = $1 AND stream = $2
+AND (login = $3 OR $4 = 'company') AND list_scope IS DISTINCT FROM $4`, k.Source, k.Stream, k.Login, scope); err != nil {
+		return fmt.Errorf("recording the list scope of %s: %w", k, Describe(err))
+	}
+	return nil
+}
+
 // SetHeld records the deletion the guard holds for a stream and login, or,
 // with a zero Held, that none is held.
 func SetHeld(ctx context.Context, q Querier, k StreamKey, h Held) error {

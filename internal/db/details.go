@@ -25,9 +25,9 @@ type TreeNode struct {
 	Hash         [sha256.Size]byte
 }
 
-// ReplaceBalanceSheet stores the snapshot of (source, as_of) unless the
-// one stored is the same, node for node; it returns whether it wrote.
-func ReplaceBalanceSheet(ctx context.Context, tx pgx.Tx, sc model.Scope, asOf string, nodes []TreeNode) (bool, error) {
+// TreeDigest is what tells two trees apart: every node with the digest of
+// its bytes, in node order. nodes is sorted.
+func TreeDigest(nodes []TreeNode) string {
 	slices.SortFunc(nodes, func(a, b TreeNode) int { return strings.Compare(a.Node, b.Node) })
 	var want strings.Builder
 	for i, n := range nodes {
@@ -36,6 +36,44 @@ func ReplaceBalanceSheet(ctx context.Context, tx pgx.Tx, sc model.Scope, asOf st
 		}
 		want.WriteString(n.Node + ":" + hex.EncodeToString(n.Hash[:]))
 	}
+	return want.String()
+}
+
+// ClaimLegacySnapshots hands the snapshots written before logins (login
+// empty) to the first login of their source that runs the stream.
+func ClaimLegacySnapshots(ctx context.Context, tx pgx.Tx, sc model.Scope) error {
+	_, err := tx.Exec(ctx, `
+UPDATE erp.balance_sheet_snapshots SET login = $2
+WHERE source = $1 AND login = '' AND $2 <> ''
+  AND NOT EXISTS (SELECT 1 FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $2)`, sc.Source, sc.Login)
+	if err != nil {
+		return fmt.Errorf("claiming the balance sheets of before logins: %w", Describe(err))
+	}
+	return nil
+}
+
+// BalanceSheetDates lists the dates of the login's snapshots kept.
+func BalanceSheetDates(ctx context.Context, q Reader, sc model.Scope) (map[string]bool, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT as_of::text FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $2`, sc.Source, sc.Login)
+	if err != nil {
+		return nil, fmt.Errorf("balance sheets kept: %w", Describe(err))
+	}
+	dates, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("balance sheets kept: %w", Describe(err))
+	}
+	out := make(map[string]bool, len(dates))
+	for _, d := range dates {
+		out[d] = true
+	}
+	return out, nil
+}
+
+// ReplaceBalanceSheet stores the login's snapshot as of a date unless the
+// one stored is the same, node for node; a tree it replaces is kept in
+// erp.balance_sheet_snapshot_history. It returns whether it wrote.
+func ReplaceBalanceSheet(ctx context.Context, tx pgx.Tx, sc model.Scope, asOf string, nodes []TreeNode) (bool, error) {
+	want := TreeDigest(nodes)
 	var have string
 	err := tx.QueryRow(ctx, `
 SELECT coalesce(string_agg(node || ':' || encode(payload_hash, 'hex'), ',' ORDER BY node COLLATE "C"), '')
@@ -43,10 +81,15 @@ FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2
 	if err != nil {
 		return false, fmt.Errorf("reading balance sheet of %s: %w", asOf, Describe(err))
 	}
-	if have == want.String() {
+	if have == want {
 		return false, nil
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2`, sc.Source, asOf, sc.Login); err != nil {
+	if _, err := tx.Exec(ctx, `
+WITH old AS (DELETE FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2 RETURNING *)
+INSERT INTO erp.balance_sheet_snapshot_history (source, login, as_of, node, parent, depth, company_id, branch_id, code, name,
+    balance, payload, payload_hash, valid_from, valid_to)
+SELECT source, login, as_of, node, parent, depth, company_id, branch_id, code, name, balance, payload, payload_hash, synced_at, now()
+FROM old WHERE synced_at < now()`, sc.Source, asOf, sc.Login); err != nil {
 		return false, fmt.Errorf("replacing balance sheet of %s: %w", asOf, Describe(err))
 	}
 	rows := make([][]any, len(nodes))

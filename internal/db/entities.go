@@ -37,6 +37,7 @@ type Table struct {
 	deleteSQL  string
 	goneSQL    string
 	hasRowsSQL string
+	othersSQL  string
 }
 
 // NewTable prepares the statements of a table.
@@ -123,6 +124,7 @@ LEFT JOIN %s cur ON cur.source = $1 AND cur.id = s.id
 WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
    OR (s.own AND (cur.company_id <> s.company OR cur.branch_id <> s.branch))`, name)
 	t.hasRowsSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE source = $1)`, name)
+	t.othersSQL = fmt.Sprintf(`SELECT count(*) FROM %s WHERE source = $1 AND id = ANY($2::text[]) AND listed_by <> $3`, name)
 
 	// The live rows the sweep's login decides whose ids the sweep did not
 	// see: rows listed by the login, and rows from before logins that
@@ -199,6 +201,8 @@ type UpsertResult struct {
 	Inserted, Updated, Unchanged int64
 	// Changed are the ids of the rows written (inserted or updated).
 	Changed []string
+	// OthersListed counts rows another login listed first (CountOthers).
+	OthersListed int64
 }
 
 // SweepScope is who writes: the source, the login and its context, and
@@ -212,6 +216,10 @@ type SweepScope struct {
 type UpsertOptions struct {
 	// TrackSeen records the ids as seen by the sweep.
 	TrackSeen bool
+	// CountOthers counts the rows another login listed first
+	// (UpsertResult.OthersListed): logins of different branches listing
+	// the same records read company-wide lists.
+	CountOthers bool
 	// History keeps the versions the upsert replaces in the table's
 	// history (<Name>_history).
 	History bool
@@ -239,6 +247,9 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc SweepScope, rows []Row
 	if opts.TrackSeen {
 		batch.Queue(seenSQL, sc.SweepID, ids)
 	}
+	if opts.CountOthers {
+		batch.Queue(t.othersSQL, sc.Source, ids, sc.Login)
+	}
 	br := tx.SendBatch(ctx, batch)
 	var changedIDs []string
 	rows0, err := br.Query()
@@ -247,6 +258,9 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc SweepScope, rows []Row
 	}
 	if err == nil && opts.TrackSeen {
 		_, err = br.Exec()
+	}
+	if err == nil && opts.CountOthers {
+		err = br.QueryRow().Scan(&res.OthersListed)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr

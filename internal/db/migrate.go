@@ -26,7 +26,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]int64
 	}
 	sqlDB := stdlib.OpenDBFromPool(pool) // goose speaks database/sql
 	defer sqlDB.Close()
-	opts := []goose.ProviderOption{goose.WithSessionLocker(locker)}
+	opts := []goose.ProviderOption{goose.WithSessionLocker(locker), goose.WithGoMigrations(migrations.Go...)}
 	if log != nil {
 		opts = append(opts, goose.WithSlog(log))
 	}

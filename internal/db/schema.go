@@ -104,7 +104,7 @@ func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, migrate bool, migrate
 	return nil
 }
 
-// targetVersion is the newest migration embedded in the binary.
+// targetVersion is the newest migration the binary carries, in SQL or Go.
 func targetVersion() int64 {
 	var newest int64
 	names, _ := fs.Glob(migrations.FS, "*.sql")
@@ -113,6 +113,9 @@ func targetVersion() int64 {
 		if v, err := strconv.ParseInt(digits, 10, 64); err == nil {
 			newest = max(newest, v)
 		}
+	}
+	for _, m := range migrations.Go {
+		newest = max(newest, m.Version)
 	}
 	return newest
 }

@@ -13,31 +13,37 @@ import (
 // statusSQL takes freshness from erp.stream_freshness, the one definition
 // analysts, `erpsync status` and the metrics share: the time of the last
 // completed sweep. Streams that never completed one still show, from
-// their runs.
+// their runs. Runs from before logins (login NULL) show as a line of
+// their own only until a login of the stream has run: that login claimed
+// their checkpoint and speaks for the stream from then on.
 const statusSQL = `
 WITH keys AS (
-    SELECT source, stream FROM erp.sync_checkpoints
-    UNION SELECT DISTINCT source, stream FROM erp.sync_runs
+    SELECT source, stream, login FROM erp.sync_checkpoints
+    UNION SELECT DISTINCT source, stream, coalesce(login, '') FROM erp.sync_runs
 ), last AS (
-    SELECT DISTINCT ON (source, stream) source, stream, status, started_at, finished_at, error, rows_seen
-    FROM erp.sync_runs ORDER BY source, stream, id DESC
+    SELECT DISTINCT ON (source, stream, coalesce(login, '')) source, stream, coalesce(login, '') AS login,
+           status, started_at, finished_at, error, rows_seen
+    FROM erp.sync_runs ORDER BY source, stream, coalesce(login, ''), id DESC
 ), lasterr AS (
-    SELECT DISTINCT ON (source, stream) source, stream, error
-    FROM erp.sync_runs WHERE status = $1 ORDER BY source, stream, id DESC
+    SELECT DISTINCT ON (source, stream, coalesce(login, '')) source, stream, coalesce(login, '') AS login, error
+    FROM erp.sync_runs WHERE status = $1 ORDER BY source, stream, coalesce(login, ''), id DESC
 )
-SELECT k.source, k.stream, coalesce(l.status, ''), l.started_at, l.finished_at,
+SELECT k.source, k.stream, k.login, coalesce(l.status, ''), l.started_at, l.finished_at,
        coalesce(CASE WHEN l.status = $1 THEN l.error ELSE e.error END, ''),
        f.last_sweep_completed_at, extract(epoch FROM f.age)::float8,
        coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0),
-       c.last_sweep_rows, coalesce(l.rows_seen, 0), coalesce(c.held_deletions, 0)
+       c.last_sweep_rows, coalesce(l.rows_seen, 0), coalesce(c.held_deletions, 0),
+       coalesce(c.warning, ''), coalesce(c.list_scope, '')
 FROM keys k
-LEFT JOIN last l USING (source, stream)
-LEFT JOIN lasterr e USING (source, stream)
-LEFT JOIN erp.stream_freshness f USING (source, stream)
-LEFT JOIN erp.sync_checkpoints c USING (source, stream)
-ORDER BY k.source, k.stream`
+LEFT JOIN last l USING (source, stream, login)
+LEFT JOIN lasterr e USING (source, stream, login)
+LEFT JOIN erp.stream_freshness f USING (source, stream, login)
+LEFT JOIN erp.sync_checkpoints c USING (source, stream, login)
+WHERE k.login <> '' OR NOT EXISTS (SELECT 1 FROM keys o WHERE o.source = k.source AND o.stream = k.stream AND o.login <> '')
+ORDER BY k.source, k.stream, k.login`
 
-// LoadStatus returns where every (source, stream) that ever ran stands.
+// LoadStatus returns where every (source, stream, login) that ever ran
+// stands.
 func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
 	rows, err := q.Query(ctx, statusSQL, model.StatusFailed)
 	if err != nil {
@@ -45,9 +51,9 @@ func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.StreamStatus, error) {
 		var s model.StreamStatus
-		err := r.Scan(&s.Source, &s.Stream, &s.LastRunStatus, &s.LastRunStarted, &s.LastRunFinished, &s.LastError,
+		err := r.Scan(&s.Source, &s.Stream, &s.Login, &s.LastRunStatus, &s.LastRunStarted, &s.LastRunFinished, &s.LastError,
 			&s.LastSuccess, &s.FreshnessSecs, &s.SweepInProgress, &s.SweepPages, &s.SweepRows,
-			&s.LastSweepRows, &s.Rows, &s.HeldDeletions)
+			&s.LastSweepRows, &s.Rows, &s.HeldDeletions, &s.StreamWarning, &s.ListScope)
 		return s, err
 	})
 	if err != nil {

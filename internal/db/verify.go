@@ -93,18 +93,14 @@ func ReadOnly(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// Add compares a page of the ERP's rows with the warehouse; months holds
-// each row's month field as received ("" when absent).
+// Add compares a page of the ERP's rows (ids unique within it) with the
+// warehouse; months holds each row's month field as received ("" when
+// absent).
 func (c *Comparison) Add(ctx context.Context, conn *pgx.Conn, sc model.Scope, rows []Row, months []string) error {
 	c.pages++
-	// An id listed twice on the page counts once, its last copy.
-	last := make(map[string]int, len(rows))
-	ids := make([]string, 0, len(rows))
+	ids := make([]string, len(rows))
 	for i, r := range rows {
-		if _, seen := last[r.ID]; !seen {
-			ids = append(ids, r.ID)
-		}
-		last[r.ID] = i
+		ids[i] = r.ID
 	}
 	// One transaction per page: its commit empties the page table.
 	tx, err := conn.Begin(ctx)
@@ -115,14 +111,12 @@ func (c *Comparison) Add(ctx context.Context, conn *pgx.Conn, sc model.Scope, ro
 	src := &rowSource{rows: Rows(rows), sc: SweepScope{Scope: sc}, stage: true}
 	i := -1
 	_, err = tx.CopyFrom(ctx, pgx.Identifier{c.page}, c.pageCols, pgx.CopyFromFunc(func() ([]any, error) {
-		for src.Next() {
-			i++
-			if last[rows[i].ID] == i {
-				v, _ := src.Values()
-				return append(v, months[i]), nil
-			}
+		if !src.Next() {
+			return nil, nil
 		}
-		return nil, nil
+		i++
+		v, _ := src.Values()
+		return append(v, months[i]), nil
 	}))
 	if err != nil {
 		return fmt.Errorf("%s: copying the ERP's page: %w", c.table.Name, Describe(err))

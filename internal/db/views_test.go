@@ -19,8 +19,8 @@ func TestRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash)
-		VALUES ('s', '1', '1', '1', 10.50, '{"id":1,"number":"INV-1"}', '\x00')`); err != nil {
+	if _, err := conn.Exec(ctx, `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, number, payload, payload_hash)
+		VALUES ('s', '1', '1', '1', 10.50, 'INV-1', '{"id":1,"number":"INV-1"}', '\x00')`); err != nil {
 		t.Fatal(err)
 	}
 	as := func(role string) {

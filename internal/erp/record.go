@@ -214,6 +214,10 @@ func scalarText(raw json.RawMessage) (string, bool) {
 	return "", false
 }
 
+// ScalarText is scalarText for other packages: a JSON string's value or
+// a JSON number's literal.
+func ScalarText(raw json.RawMessage) (string, bool) { return scalarText(raw) }
+
 // truncate shortens s to at most n bytes without splitting a UTF-8
 // character, marking the cut.
 func truncate(s string, n int) string {

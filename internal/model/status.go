@@ -6,8 +6,14 @@ import "time"
 // fresh its data is. Freshness is the time of the last completed sweep
 // (or snapshot): the warehouse holds everything the ERP listed then.
 type StreamStatus struct {
-	Source          string     `json:"source"`
-	Stream          string     `json:"stream"`
+	Source string `json:"source"`
+	Stream string `json:"stream"`
+	// Login is the login the stream is read through ("" for what was
+	// recorded before logins).
+	Login string `json:"login"`
+	// Contract is what the API reference says of the stream's route:
+	// reviewed, unreviewed, or not stated.
+	Contract        string     `json:"contract,omitempty"`
 	LastRunStatus   RunStatus  `json:"last_run_status,omitempty"`
 	LastRunStarted  *time.Time `json:"last_run_started,omitempty"`
 	LastRunFinished *time.Time `json:"last_run_finished,omitempty"`
@@ -23,6 +29,12 @@ type StreamStatus struct {
 	// HeldDeletions are rows the deletion guard holds (see erpsync sync
 	// --confirm-deletions).
 	HeldDeletions int64 `json:"held_deletions,omitempty"`
+	// ListScope is what the login's sweeps showed of the lists: "branch",
+	// "company" (every login of the company reads every record), or "".
+	ListScope string `json:"list_scope,omitempty"`
+	// StreamWarning is what the login's last successful run warned of
+	// (a list that may be cut, an installation that ignores date_to).
+	StreamWarning string `json:"-"`
 	// Warning says what needs an operator's eye, "" when nothing does.
 	Warning string `json:"warning,omitempty"`
 }

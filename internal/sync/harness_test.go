@@ -36,6 +36,8 @@ type harness struct {
 	prefixes map[string]string
 	// history is the configuration's history setting per stream.
 	history map[string]bool
+	// settings are the streams' own settings, by stream.
+	settings map[string]map[string]string
 }
 
 func newHarness(t *testing.T, opts erpsim.Options) *harness {
@@ -79,7 +81,7 @@ func (h *harness) run(stream string) sync.Result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages, Prefixes: h.prefixes, History: h.history}, s, nil)[0]
+	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages, Prefixes: h.prefixes, History: h.history, Settings: h.settings}, s, nil)[0]
 }
 
 func (h *harness) mustRun(stream string) sync.Result {

@@ -4,46 +4,21 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"hash/maphash"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
-// ColumnType says how a typed column is read from a record.
-type ColumnType int
-
-const (
-	Text ColumnType = iota
-	Money
-	Bool
-)
-
-// Column is a typed warehouse column filled from a top-level field.
-type Column struct {
-	Name  string // SQL column
-	Field string // JSON field
-	Type  ColumnType
-	// Scale, for Money, is the number of fractional digits expected; a
-	// value with another scale is stored as received and counted as drift.
-	// 0 means no expectation.
-	Scale int
-}
-
-// List is a stream read from one list route into one entity table:
-// erp.<Stream>, keyed by (source, id), with the shared columns (payload,
-// payload_hash, company_id, branch_id, first_seen_at, synced_at,
-// deleted_at) and the typed Columns. Most streams are a List; adding one
-// is a value of this type plus the migration of its table.
+// List is a stream read from one list route into one entity table,
+// erp.<Stream> (see Table): Columns and Expect are the table's. Most
+// streams are a List; adding one is a value of this type plus the
+// migration of its table.
 type List struct {
 	Stream string     // the stream's name; its table is erp.<Stream>
 	Path   string     // the list route; it may start with a {prefix} (see Target.Prefixes)
@@ -74,13 +49,7 @@ type List struct {
 	// rows, with the ids of the page's rows (the currency rate history).
 	AfterWrite func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error
 
-	table  *db.Table
-	expect []expectedField // Expect, parsed once by Validate, sorted
-}
-
-type expectedField struct {
-	field, spec string
-	kinds       []string
+	table *Table
 }
 
 // keepsHistory is whether a stream keeps history for the target: as
@@ -103,16 +72,8 @@ func (l *List) Name() string { return l.Stream }
 
 // Info declares the list's route, table and columns.
 func (l *List) Info() Info {
-	info := Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: cmp.Or(l.Schedule, DefaultSchedule),
-		Core: l.Core, History: l.History, Table: "erp." + l.Stream}
-	for _, c := range l.Columns {
-		if c.Type == Money {
-			info.Money = append(info.Money, c.Name)
-		} else {
-			info.Typed = append(info.Typed, c.Name)
-		}
-	}
-	return info
+	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: cmp.Or(l.Schedule, DefaultSchedule),
+		Core: l.Core, History: l.History, Table: "erp." + l.Stream, Money: l.table.columnsOf(true), Typed: l.table.columnsOf(false)}
 }
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.
@@ -120,24 +81,12 @@ func (l *List) Validate() error {
 	if !strings.HasPrefix(l.Path, "/") && !strings.HasPrefix(l.Path, "{") {
 		return fmt.Errorf("path %q must start with / (or a {prefix})", l.Path)
 	}
-	cols := make([]string, len(l.Columns))
-	for i, c := range l.Columns {
-		if c.Name == "" || c.Field == "" {
-			return errors.New("a column needs a Name and a Field")
-		}
-		cols[i] = c.Name
-	}
-	l.table = db.NewTable("erp."+l.Stream, cols...)
-	l.expect = l.expect[:0]
-	for field, spec := range l.Expect {
-		l.expect = append(l.expect, expectedField{field: field, spec: spec, kinds: strings.Split(spec, "|")})
-	}
-	slices.SortFunc(l.expect, func(a, b expectedField) int { return strings.Compare(a.field, b.field) })
-	return nil
+	l.table = &Table{Name: l.Stream, Columns: l.Columns, Expect: l.Expect}
+	return l.table.Validate()
 }
 
 // Table is the stream's warehouse table (after Validate).
-func (l *List) Table() *db.Table { return l.table }
+func (l *List) Table() *Table { return l.table }
 
 // resumable: only a cursor says where an interrupted sweep stopped.
 func (l *List) resumable() bool { return l.Paging == erp.CursorPaged }
@@ -153,14 +102,12 @@ func (l *List) request(t Target, cursor string) erp.ListRequest {
 // A page known (answered byte for byte as in the last complete sweep, see
 // knownPages) holds rows the warehouse has as they are: only their ids
 // (for the seen-list) and drift are taken.
-func (l *List) prepare(p *erp.Page, known knownPages) *batch {
+func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *preparedPage {
 	records, parsed := p.Records, p.Parsed
-	b := &batch{received: len(records), rows: make([]db.Row, 0, len(records))}
+	b := &preparedPage{received: len(records), rows: make([]db.Row, 0, len(records))}
 	request := known.request(p)
 	b.known = known.holds(request, p.Digest)
-	index := make(map[string]int, len(records))
-	drift := map[[3]string]*db.Drift{}
-	shapes := map[uint64][]*db.Drift{}
+	var drift Drift
 	// One allocation for the typed values of the whole page.
 	n := len(l.Columns)
 	values := make([]any, len(records)*n)
@@ -170,32 +117,29 @@ func (l *List) prepare(p *erp.Page, known knownPages) *batch {
 		var err error
 		if b.known {
 			rec = parsed[i]
-			row, err = l.knownRow(rec, values[i*n:(i+1)*n:(i+1)*n])
+			row, err = l.table.knownRow(rec, values[i*n:(i+1)*n:(i+1)*n], &drift)
 		} else {
-			row, rec, err = l.convert(p, i, values[i*n:(i+1)*n:(i+1)*n])
+			row, rec, err = l.convert(p, i, values[i*n:(i+1)*n:(i+1)*n], &drift)
 		}
 		if err != nil {
 			id, _, _ := rec.Text("id") // a zero Record has no id
 			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
 			continue
 		}
-		l.checkDrift(rec, row, drift, shapes)
-		// A record listed twice in one page keeps its last version: two
-		// rows with one key in one INSERT would fail the whole page.
-		if i, dup := index[row.ID]; dup {
-			b.rows[i] = row
-			addDrift(drift, "id", "duplicate", "listed twice on one page; the last copy kept", row.ID)
-			continue
+		if row.Labels.Own {
+			b.labelled++
+			if row.Labels.CompanyID != scope.CompanyID || row.Labels.BranchID != scope.BranchID {
+				b.otherBranch++
+			}
 		}
-		index[row.ID] = len(b.rows)
 		b.rows = append(b.rows, row)
 	}
-	for _, d := range drift {
-		b.drift = append(b.drift, *d)
-	}
-	slices.SortFunc(b.drift, func(x, y db.Drift) int {
-		return strings.Compare(x.Field+x.Change+x.Detail, y.Field+y.Change+y.Detail)
+	// A record listed twice in one page keeps its last version: two rows
+	// with one key in one INSERT would fail the whole page.
+	b.rows = KeepLast(b.rows, func(r db.Row) string { return r.ID }, func(earlier db.Row) {
+		drift.add("id", "duplicate", "listed twice on one page; the last copy kept", earlier.ID)
 	})
+	b.drift = drift.Entries()
 	// A page with rejected records is read in full every time, so that
 	// each of them is counted and its last_seen kept current.
 	if len(b.rejected) == 0 && known.on {
@@ -204,28 +148,10 @@ func (l *List) prepare(p *erp.Page, known knownPages) *batch {
 	return b
 }
 
-// reprepare turns a known page's batch into a full one, to be written.
-func (l *List) reprepare(b *batch) {
-	full := l.prepare(b.page, knownPages{})
+// reprepare turns a known prepared page into a full one, to be written.
+func (l *List) reprepare(b *preparedPage) {
+	full := l.prepare(b.page, knownPages{}, b.scope)
 	b.known, b.rows, b.rejected, b.drift = false, full.rows, full.rejected, full.drift
-}
-
-// knownRow is a row of a known page: its id, and the money columns whose
-// scale is watched (for drift); nothing else is written.
-func (l *List) knownRow(rec erp.Record, values []any) (db.Row, error) {
-	id, ok, err := rec.Text("id")
-	if err != nil || !ok {
-		// Cannot be: the same bytes were usable in the last sweep.
-		return db.Row{}, fmt.Errorf("record has no id")
-	}
-	for i, c := range l.Columns {
-		if c.Type == Money && c.Scale != 0 {
-			if values[i], err = MoneyField(rec, c.Field); err != nil {
-				return db.Row{}, err
-			}
-		}
-	}
-	return db.Row{ID: id, Values: values}, nil
 }
 
 // knownPages are the pages of a stream's last complete sweep, by a digest
@@ -240,13 +166,13 @@ type knownPages struct {
 
 // digestVersion changes whenever the way records become rows changes: the
 // pages a previous version recorded are then known no more.
-const digestVersion = "2"
+const digestVersion = "3"
 
 func (l *List) knownPages(sc model.Scope, answers map[[sha256.Size]byte][sha256.Size]byte) knownPages {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00", digestVersion, l.Stream, sc.Source, sc.Login, sc.CompanyID, sc.BranchID)
 	for _, c := range l.Columns {
-		fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00", c.Name, c.Field, c.Type, c.Scale)
+		fmt.Fprintf(h, "%s\x00%s\x00%q\x00%d\x00%t\x00%d\x00", c.Name, c.Field, c.Alt, c.Type, c.Lenient, c.Scale)
 	}
 	return knownPages{on: true, context: h.Sum(nil), answers: answers}
 }
@@ -267,8 +193,9 @@ func (k knownPages) holds(request, answer [sha256.Size]byte) bool {
 }
 
 // convert checks the page's record i and makes its row, typed values in
-// values. The scanner's parse is used when it made one of the record.
-func (l *List) convert(p *erp.Page, i int, values []any) (db.Row, erp.Record, error) {
+// values, counting drift. The scanner's parse is used when it made one of
+// the record.
+func (l *List) convert(p *erp.Page, i int, values []any, drift *Drift) (db.Row, erp.Record, error) {
 	raw := p.Records[i]
 	var rec erp.Record
 	if p.Parsed != nil && p.Parsed[i].IsObject() {
@@ -279,124 +206,6 @@ func (l *List) convert(p *erp.Page, i int, values []any) (db.Row, erp.Record, er
 			return db.Row{}, erp.Record{}, err
 		}
 	}
-	if err := CheckRecord(rec); err != nil {
-		return db.Row{}, rec, err
-	}
-	id, ok, err := rec.Text("id")
-	if err != nil {
-		return db.Row{}, rec, err
-	}
-	if !ok || id == "" {
-		return db.Row{}, rec, fmt.Errorf("record has no id")
-	}
-	if err := db.CheckKey("id", id); err != nil {
-		return db.Row{}, rec, err
-	}
-	row := db.Row{ID: id, Values: values, Payload: raw, Hash: sha256.Sum256(raw), Labels: RecordLabels(rec)}
-	for i, c := range l.Columns {
-		switch c.Type {
-		case Money:
-			v, err := MoneyField(rec, c.Field)
-			if err != nil {
-				return db.Row{}, rec, err
-			}
-			row.Values[i] = v
-		case Bool:
-			v, ok, err := rec.Bool(c.Field)
-			if err != nil {
-				return db.Row{}, rec, err
-			}
-			if ok {
-				row.Values[i] = v
-			}
-		default:
-			v, ok, err := rec.Text(c.Field)
-			if err != nil {
-				return db.Row{}, rec, err
-			}
-			if ok {
-				row.Values[i] = v
-			}
-		}
-	}
-	return row, rec, nil
-}
-
-// checkDrift counts differences between the record and Expect. Records
-// of a page almost always share one shape (the same fields with the same
-// kinds): the fields are compared once per shape, and the other records
-// of that shape add to the counts found.
-func (l *List) checkDrift(rec erp.Record, row db.Row, acc map[[3]string]*db.Drift, shapes map[uint64][]*db.Drift) {
-	if l.Expect == nil {
-		return
-	}
-	shape := shapeOf(rec)
-	if found, seen := shapes[shape]; seen {
-		for _, d := range found {
-			d.Count++
-		}
-	} else {
-		var found []*db.Drift
-		add := func(field, change, detail, example string) {
-			found = append(found, addDrift(acc, field, change, detail, example))
-		}
-		for _, e := range l.expect {
-			raw, ok := rec.Get(e.field)
-			if !ok {
-				add(e.field, "missing", "", "record "+row.ID)
-				continue
-			}
-			if kind := erp.Kind(raw); kind != "null" && !slices.Contains(e.kinds, kind) {
-				add(e.field, "type", "expected "+e.spec+", got "+kind, erp.Truncate(string(raw), 100))
-			}
-		}
-		for i := range rec.Len() {
-			if key, val := rec.Field(i); l.Expect[string(key)] == "" {
-				add(string(key), "added", erp.Kind(val), erp.Truncate(string(val), 100))
-			}
-		}
-		shapes[shape] = found
-	}
-	// The scale is a property of each value, not of the shape.
-	for i, c := range l.Columns {
-		n, ok := row.Values[i].(pgtype.Numeric)
-		if c.Type != Money || c.Scale == 0 || !ok {
-			continue
-		}
-		if got := int(-n.Exp); got != c.Scale {
-			text, _, _ := rec.Text(c.Field)
-			addDrift(acc, c.Field, "scale", fmt.Sprintf("expected %d fractional digits, got %d", c.Scale, max(got, 0)), text)
-		}
-	}
-}
-
-// shapeSeed makes shape hashes unpredictable from outside input.
-var shapeSeed = maphash.MakeSeed()
-
-// shapeOf hashes a record's field names with each value's JSON kind, in
-// order: two records of one shape drift alike.
-func shapeOf(rec erp.Record) uint64 {
-	var h maphash.Hash
-	h.SetSeed(shapeSeed)
-	for i := range rec.Len() {
-		key, val := rec.Field(i)
-		h.Write(key)
-		h.WriteByte(0)
-		if len(val) > 0 {
-			h.WriteByte(val[0]) // '{', '[', '"', 't', 'f', 'n', or a number's first byte
-		}
-	}
-	return h.Sum64()
-}
-
-// addDrift counts one difference in a page's drift and returns its entry.
-func addDrift(acc map[[3]string]*db.Drift, field, change, detail, example string) *db.Drift {
-	k := [3]string{field, change, detail}
-	if d, ok := acc[k]; ok {
-		d.Count++
-		return d
-	}
-	d := &db.Drift{Field: field, Change: change, Detail: detail, Example: example, Count: 1}
-	acc[k] = d
-	return d
+	row, err := l.table.Row(rec, raw, values, drift)
+	return row, rec, err
 }

@@ -73,12 +73,15 @@ func TestEveryBranchOnce(t *testing.T) {
 		// ownBranch: every row must carry its invoice's branch (the
 		// record says it, or only that branch's login lists it).
 		ownBranch bool
+		// listScope is what status must say of the lists, per login
+		// ("" when the sweeps cannot tell).
+		listScope string
 	}{
-		{"branch-scoped lists, records without labels", erpsim.ScopeBranch, erpsim.LabelsNone, true},
-		{"branch-scoped lists, records with their ids", erpsim.ScopeBranch, erpsim.LabelsIDs, true},
-		{"company-wide lists, records with their ids", erpsim.ScopeCompany, erpsim.LabelsIDs, true},
-		{"company-wide lists, records with company and branch objects", erpsim.ScopeCompany, erpsim.LabelsObjects, true},
-		{"company-wide lists, records without labels", erpsim.ScopeCompany, erpsim.LabelsNone, false},
+		{"branch-scoped lists, records without labels", erpsim.ScopeBranch, erpsim.LabelsNone, true, ""},
+		{"branch-scoped lists, records with their ids", erpsim.ScopeBranch, erpsim.LabelsIDs, true, "branch"},
+		{"company-wide lists, records with their ids", erpsim.ScopeCompany, erpsim.LabelsIDs, true, "company"},
+		{"company-wide lists, records with company and branch objects", erpsim.ScopeCompany, erpsim.LabelsObjects, true, "company"},
+		{"company-wide lists, records without labels", erpsim.ScopeCompany, erpsim.LabelsNone, false, "company"},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
@@ -88,6 +91,10 @@ func TestEveryBranchOnce(t *testing.T) {
 			tgt := twoLogins(t, sim)
 			runner := &sync.Runner{Pool: pool, Prefetch: 1}
 			syncLogins(t, runner, tgt, "invoices")
+			if got := text(t, pool, `SELECT string_agg(login || '=' || coalesce(list_scope, ''), ',' ORDER BY login)
+				FROM erp.sync_checkpoints WHERE stream = 'invoices'`); got != "sync-jeddah="+mode.listScope+",sync-riyadh="+mode.listScope {
+				t.Errorf("list scope per login: %s, want %q for both", got, mode.listScope)
+			}
 
 			ctx := context.Background()
 			want := map[string]decimal.Decimal{}

@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -35,6 +34,7 @@ type Run struct {
 	sweepID int64
 	stats   model.RunStats
 	notes   []string
+	warns   []string // what status shows until the next successful run
 	freshAt time.Time
 	held    int64         // rows the deletion guard held
 	rejects []db.Rejected // reported since the last commit
@@ -46,6 +46,34 @@ type Run struct {
 	written  map[string]struct{}
 	skipOff  bool
 	fellBack bool // a bulk load met a row it had written already
+	lists    listScope
+}
+
+// listScope gathers what a sweep shows of the stream's lists: records of
+// other branches (their own labels say so), or rows another login of the
+// source listed first, mean the lists hold the whole company's records
+// (every login of the company reads each one); records all carrying the
+// login's own branch mean the branch's. Without labels, a login that
+// lists rows no other login does cannot tell which: nothing is said.
+type listScope struct {
+	companyWide bool // evidence of company-wide lists
+	labelled    int  // records with their own labels
+}
+
+func (l *listScope) observe(b *preparedPage, othersListed int64) {
+	l.companyWide = l.companyWide || b.otherBranch > 0 || othersListed > 0
+	l.labelled += b.labelled
+}
+
+// scope is what the sweep showed: "company", "branch", or "".
+func (l listScope) scope() string {
+	switch {
+	case l.companyWide:
+		return "company"
+	case l.labelled > 0:
+		return "branch"
+	}
+	return ""
 }
 
 // Client is the ERP client of the run's login.
@@ -116,6 +144,16 @@ func (r *Run) Note(format string, args ...any) {
 	r.notes = append(r.notes, fmt.Sprintf(format, args...))
 }
 
+// Warn records what an operator should look at: in the run's note, and,
+// once the run succeeded, as the stream's warning in erpsync status
+// (cleared by the next run that does not warn).
+func (r *Run) Warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.warns = append(r.warns, msg)
+	r.notes = append(r.notes, msg)
+	r.log.Warn(msg)
+}
+
 // Reject reports a record that cannot be used. It is stored, with its
 // reason and raw bytes, by the run's next commit, and counted as
 // rejected; the rest of the stream carries on.
@@ -137,11 +175,21 @@ func (r *Run) Stopped() error {
 	}
 }
 
-// Commit writes in one transaction what write writes, then the epilogue
+// Commit writes in one transaction what write writes, then the bookkeeping
 // every write shares: the records rejected since the last commit, the
 // run's counters and its progress. write returns what it did.
 func (r *Run) Commit(ctx context.Context, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
-	return r.commit(ctx, &epilogue{}, write)
+	return r.commit(ctx, &bookkeeping{}, write)
+}
+
+// Upsert writes rows of a stream's table (made by Table.Row) in a
+// commit, as a list writes its pages: new and changed rows only, labels
+// as the records carry them, the versions they replace kept when the run
+// keeps history. It returns what it did, for the commit's counters.
+func (r *Run) Upsert(ctx context.Context, tx pgx.Tx, t *Table, rows []db.Row) (model.RunStats, error) {
+	rows = KeepLast(rows, func(row db.Row) string { return row.ID }, nil)
+	up, err := t.db.Upsert(ctx, tx, db.SweepScope{Scope: r.scope}, rows, db.UpsertOptions{History: r.KeepsHistory()})
+	return model.RunStats{Pages: 1, Seen: int64(len(rows)), Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
 }
 
 // execute runs the stream. A panic in it (a bug in one stream) becomes a
@@ -183,21 +231,21 @@ func (r *Run) panicked(p any) error {
 	return fmt.Errorf("%s: panic: %v", r.key.Stream, p)
 }
 
-// epilogue is what a transaction writes after its rows. Outside sweeps it
+// bookkeeping is what a transaction writes after its rows. Outside sweeps it
 // is empty; in a sweep it carries the pages the transaction writes.
-type epilogue struct {
-	sweep *db.Checkpoint // the sweep the pages belong to; nil outside sweeps
-	table *db.Table      // the sweep's table (deletion marks)
-	pages []*batch       // the pages written, in order
-	seen  []string       // ids of pages not written (known), for the seen-list
+type bookkeeping struct {
+	sweep *db.Checkpoint  // the sweep the pages belong to; nil outside sweeps
+	table *db.Table       // the sweep's table (deletion marks)
+	pages []*preparedPage // the pages written, in order
+	seen  []string        // ids of pages not written (known), for the seen-list
 }
 
 // commit is the one transaction shape of every write: begin, write, the
-// epilogue, commit; then the run's counters. The epilogue's bookkeeping
-// (seen ids, checkpoint, page digests, rejected records, drift) goes to
-// Postgres in one round trip. The checkpoint in e.sweep is updated only
+// bookkeeping, commit; then the run's counters. The bookkeeping's
+// statements (seen ids, checkpoint, page digests, rejected records, drift)
+// go to Postgres in one round trip. The checkpoint in e.sweep is updated only
 // once the commit succeeded.
-func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
+func (r *Run) commit(ctx context.Context, e *bookkeeping, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
 	tx, err := r.conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", db.Describe(err))
@@ -215,15 +263,15 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 		rejected = append(rejected, b.rejected...)
 		drift = append(drift, b.drift...)
 	}
-	book := &pgx.Batch{}
-	var next db.Checkpoint // the sweep's checkpoint once the batch ran
+	statements := &pgx.Batch{}
+	var next db.Checkpoint // the sweep's checkpoint once the statements ran
 	last := false
 	if e.sweep != nil {
 		next = *e.sweep
-		last = r.queuePages(book, e, &next)
+		last = r.queuePages(statements, e, &next)
 	}
-	db.QueueInsertRejected(book, r.target.Source, r.key.Stream, r.runID, rejected)
-	db.QueueRecordDrift(book, r.target.Source, r.key.Stream, mergeDrift(append(drift, r.drift...)))
+	db.QueueInsertRejected(statements, r.target.Source, r.key.Stream, r.runID, rejected)
+	db.QueueRecordDrift(statements, r.target.Source, r.key.Stream, mergeDrift(append(drift, r.drift...)))
 	if e.sweep != nil && !last && st.Inserted+st.Updated == 0 && len(rejected) == 0 {
 		// The pages changed nothing: the transaction holds only where the
 		// sweep stands, its seen-list (which a Postgres crash empties
@@ -233,9 +281,9 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 		// re-reads those unchanged pages; an erpsync crash loses nothing.
 		// The unchanged re-sync, the daemon's every-few-minutes job, no
 		// longer waits on a flush per page.
-		db.QueueNoFlush(book)
+		db.QueueNoFlush(statements)
 	}
-	if err := db.SendBatch(ctx, tx, book, "recording the pages"); err != nil {
+	if err := db.SendBatch(ctx, tx, statements, "recording the pages"); err != nil {
 		return err
 	}
 	var freshAt time.Time
@@ -272,11 +320,11 @@ func (r *Run) commit(ctx context.Context, e *epilogue, write func(ctx context.Co
 
 // queuePages queues the sweep's bookkeeping of e's pages: the ids seen of
 // pages not written, the checkpoint past them (next moves on when the
-// batch runs), and what their requests were answered with. It returns
+// statements run), and what their requests were answered with. It returns
 // whether the pages end the sweep.
-func (r *Run) queuePages(book *pgx.Batch, e *epilogue, next *db.Checkpoint) bool {
+func (r *Run) queuePages(statements *pgx.Batch, e *bookkeeping, next *db.Checkpoint) bool {
 	if len(e.seen) > 0 {
-		db.QueueMarkSeen(book, next.SweepID, e.seen)
+		db.QueueMarkSeen(statements, next.SweepID, e.seen)
 	}
 	var rows int64
 	var digests []db.PageDigest
@@ -287,15 +335,15 @@ func (r *Run) queuePages(book *pgx.Batch, e *epilogue, next *db.Checkpoint) bool
 		}
 	}
 	end := e.pages[len(e.pages)-1]
-	db.QueueAdvanceCheckpoint(book, next, end.cursor, int64(len(e.pages)), rows)
-	db.QueueRecordPageDigests(book, next.Key, next.SweepID, digests)
+	db.QueueAdvanceCheckpoint(statements, next, end.cursor, int64(len(e.pages)), rows)
+	db.QueueRecordPageDigests(statements, next.Key, next.SweepID, digests)
 	return end.last
 }
 
 // endSweep closes a sweep in the transaction of its last page: it marks
 // the rows the sweep did not see deleted (unless it cannot be sure it saw
 // them all) and completes it, returning when.
-func (r *Run) endSweep(ctx context.Context, tx pgx.Tx, e *epilogue, cp db.Checkpoint) (freshAt time.Time, deleted int64, err error) {
+func (r *Run) endSweep(ctx context.Context, tx pgx.Tx, e *bookkeeping, cp db.Checkpoint) (freshAt time.Time, deleted int64, err error) {
 	// The pages of this sweep are known to the next only if no id came
 	// twice in it: a row listed on two pages ends as the later copy, so
 	// the earlier page would not be as the warehouse has it.
@@ -309,6 +357,9 @@ func (r *Run) endSweep(ctx context.Context, tx pgx.Tx, e *epilogue, cp db.Checkp
 		return freshAt, 0, err
 	}
 	if deleted, err = r.markDeletions(ctx, tx, e.table, cp, e.pages[len(e.pages)-1]); err != nil {
+		return freshAt, 0, err
+	}
+	if err = db.SetListScope(ctx, tx, cp.Key, r.lists.scope()); err != nil {
 		return freshAt, 0, err
 	}
 	freshAt, err = db.CompleteSweep(ctx, tx, cp)
@@ -358,7 +409,7 @@ func (r *Run) mayHaveWritten(rows []db.Row) bool {
 
 // markDeletions marks the rows of the run's scope that the completed
 // sweep did not see, unless it cannot be sure it saw them all.
-func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp db.Checkpoint, end *batch) (int64, error) {
+func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp db.Checkpoint, end *preparedPage) (int64, error) {
 	// A bulk load began on a table without rows of the source, so every
 	// row there now was written by this sweep: nothing to mark.
 	if cp.BulkLoad {
@@ -394,6 +445,12 @@ func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp 
 	if err != nil {
 		return 0, err
 	}
+	if n > 0 && end.cut {
+		// The whole list was one answer without a paging signal, exactly
+		// as long as a page: the rest may never have been read.
+		r.Warn("%s, so the %d rows it no longer lists were not marked deleted", cutWarning(end.received), n)
+		return 0, nil
+	}
 	return r.MarkGone(ctx, tx, Deletions{
 		Rows: n,
 		Live: n + cp.Rows,
@@ -403,78 +460,6 @@ func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp 
 		},
 		Mark: func() (int64, error) { return table.MarkDeleted(ctx, tx, sc) },
 	})
-}
-
-// Deletions are rows a complete read of a stream found gone, not yet
-// marked: the deletion guard decides whether to mark them now.
-type Deletions struct {
-	Rows   int64                  // how many rows are gone
-	Live   int64                  // the stream's live rows before marking, these included
-	Digest func() ([]byte, error) // names which rows (asked only when holding)
-	Mark   func() (int64, error)  // marks them deleted, returning how many
-}
-
-// The deletion guard: a read that finds more than half of a stream's live
-// rows gone (and more than guardMinRows) is more likely an ERP answering
-// wrong (an empty list, a broken filter) than half the books deleted.
-// Such a deletion is held until guardConfirmations further complete
-// reads find the very same rows gone, or an operator confirms it.
-const (
-	guardMinRows       = 10
-	guardConfirmations = 2
-)
-
-// MarkGone marks d's rows deleted, or holds them by the deletion guard's
-// rule, and returns how many it marked. It runs in the transaction that
-// completes the read: a stream of its own calls it in its last Commit.
-func (r *Run) MarkGone(ctx context.Context, tx pgx.Tx, d Deletions) (int64, error) {
-	cp, err := db.LoadCheckpoint(ctx, tx, r.key)
-	if err != nil {
-		return 0, err
-	}
-	mark := func() (int64, error) {
-		if cp.Held.Rows > 0 { // what was held is marked, or gone no more
-			if err := db.SetHeld(ctx, tx, r.key, db.Held{}); err != nil {
-				return 0, err
-			}
-		}
-		if d.Rows == 0 {
-			return 0, nil
-		}
-		return d.Mark()
-	}
-	if d.Rows <= guardMinRows || d.Rows*2 <= d.Live {
-		return mark()
-	}
-	if r.runner.ConfirmDeletions {
-		r.Note("%d of %d live rows gone: marked deleted, as the operator confirmed", d.Rows, d.Live)
-		return mark()
-	}
-	digest, err := d.Digest()
-	if err != nil {
-		return 0, err
-	}
-	held := cp.Held
-	if held.Rows == d.Rows && bytes.Equal(held.Digest, digest) {
-		held.Sweeps++
-	} else {
-		held = db.Held{Rows: d.Rows, Digest: digest, Sweeps: 1, Since: time.Now()}
-	}
-	if held.Sweeps > guardConfirmations {
-		r.log.Warn("held deletion confirmed by consecutive complete sweeps; marking", "rows", d.Rows, "sweeps", held.Sweeps)
-		r.Note("%d of %d live rows gone in %d complete sweeps in a row since %s: marked deleted", d.Rows, d.Live,
-			held.Sweeps, held.Since.UTC().Format(time.RFC3339))
-		return mark()
-	}
-	if err := db.SetHeld(ctx, tx, r.key, held); err != nil {
-		return 0, err
-	}
-	r.held = held.Rows
-	r.log.Warn("deletion held: too many live rows gone at once", "rows", d.Rows, "live", d.Live,
-		"sweeps_agreeing", held.Sweeps, "applied_after", guardConfirmations+1)
-	r.Note("deletion held: %d of %d live rows gone (sweep %d of %d that must agree; or confirm with erpsync sync --confirm-deletions %s)",
-		d.Rows, d.Live, held.Sweeps, guardConfirmations+1, r.key.Stream)
-	return 0, nil
 }
 
 // mergeDrift adds up the drift of several pages: one upsert statement

@@ -177,6 +177,9 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 	}
 	r := &Run{runner: rn, target: t, login: l, key: key, info: s.Info(), conn: conn, runID: runID, log: log, progress: progress, stop: stop}
 	err = r.execute(ctx, s)
+	if err == nil {
+		err = db.SetWarning(ctx, conn, key, strings.Join(r.warns, "; "))
+	}
 	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, HeldDeletions: r.held,
 		Err: err, Status: statusOf(err)}
 

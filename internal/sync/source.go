@@ -9,11 +9,12 @@ import (
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/model"
 )
 
-// batch is a fetched page turned into rows to write, rejected records and
+// preparedPage is a fetched page turned into rows to write, rejected records and
 // drift, with where the sweep goes after it.
-type batch struct {
+type preparedPage struct {
 	page     *erp.Page // the rows point into it; the page source releases it
 	number   int64     // the page's number in the sweep, for messages
 	rows     []db.Row
@@ -23,6 +24,13 @@ type batch struct {
 	cursor   string // cursor of the next page ("" at the end, or when not resumable)
 	last     bool   // no page follows
 	total    int64  // the list's size as the ERP stated it; -1 unknown
+	// labelled counts its records that carry their own company and
+	// branch, otherBranch those of them not of the login's.
+	labelled, otherBranch int
+	scope                 model.Scope // the run's, for reprepare
+	// cut: the sweep is this one page, which gave no paging signal and
+	// holds exactly a page's worth of records (see mayBeCut).
+	cut bool
 	// known: the ERP answered the page's request with the same bytes as
 	// in the last complete sweep; rows hold ids only.
 	known bool
@@ -37,13 +45,14 @@ var errNotYet = errors.New("no page ready yet")
 // prepared for writing. With prefetch it fetches ahead on a goroutine
 // (bounded by a channel) while the committer writes; without, it fetches
 // on demand, so a crash re-fetches at most one page. It owns the pages'
-// memory: the committer hands each batch back with release.
+// memory: the committer hands each prepared page back with release.
 type pageSource struct {
 	run     *Run
 	lister  *erp.Lister
-	prepare func(*erp.Page) *batch
+	prepare func(*erp.Page) *preparedPage
 	base    int64 // pages of the sweep committed before this walk
 	fetched int64
+	asked   int // the page size the requests name (0: none)
 
 	ch     chan fetched // nil without prefetch
 	cancel context.CancelFunc
@@ -52,12 +61,15 @@ type pageSource struct {
 }
 
 type fetched struct {
-	b   *batch
+	b   *preparedPage
 	err error
 }
 
-func (r *Run) newPageSource(ctx context.Context, req erp.ListRequest, base int64, prepare func(*erp.Page) *batch) *pageSource {
+func (r *Run) newPageSource(ctx context.Context, req erp.ListRequest, base int64, prepare func(*erp.Page) *preparedPage) *pageSource {
 	s := &pageSource{run: r, lister: r.login.Client.List(req), prepare: prepare, base: base, cancel: func() {}}
+	if req.Paging != erp.Unpaged {
+		s.asked = req.PageSize
+	}
 	if n := r.runner.Prefetch; n > 0 {
 		var fctx context.Context
 		fctx, s.cancel = context.WithCancel(ctx)
@@ -104,15 +116,16 @@ func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 	}
 	s.fetched++
 	b := s.prepare(page)
-	b.page, b.number = page, n
+	b.page, b.number, b.scope = page, n, s.run.scope
 	b.last, b.cursor, b.total = s.lister.Done(), s.lister.Cursor(), s.lister.Total()
+	b.cut = n == 1 && b.last && mayBeCut(page, s.asked)
 	return fetched{b: b}
 }
 
 // next returns the next page. Its errors are explicit: errStopped once a
 // stop was asked for, ctx's error when cancelled, errNotYet when wait
 // fires before a page is ready, or the page's fetch error.
-func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*batch, error) {
+func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*preparedPage, error) {
 	if err := s.run.Stopped(); err != nil {
 		return nil, err
 	}
@@ -143,7 +156,7 @@ func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*batch, e
 }
 
 // release hands a written page's memory back.
-func (s *pageSource) release(b *batch) { b.page.Release() }
+func (s *pageSource) release(b *preparedPage) { b.page.Release() }
 
 // close stops fetching and releases the pages fetched but not taken.
 func (s *pageSource) close() {

@@ -31,11 +31,11 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		req := erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50}
 		pages := 0
-		src := r.newPageSource(ctx, req, 0, func(p *erp.Page) *batch {
+		src := r.newPageSource(ctx, req, 0, func(p *erp.Page) *preparedPage {
 			if pages++; pages == 2 {
 				panic("decoder bug")
 			}
-			return &batch{}
+			return &preparedPage{}
 		})
 		b, err := src.next(ctx, nil)
 		if err != nil {
@@ -58,7 +58,7 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 		log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	src := r.newPageSource(ctx, erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50}, 0,
-		func(*erp.Page) *batch { return &batch{} })
+		func(*erp.Page) *preparedPage { return &preparedPage{} })
 	cancel()
 	for {
 		b, err := src.next(ctx, nil)

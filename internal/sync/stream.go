@@ -2,7 +2,7 @@
 // says what to read and where it goes; this package supplies what every
 // stream shares: the run (its lock, bookkeeping and panic guard), sweeps
 // of list routes (a page source that fetches ahead, a committer that
-// writes pages singly or in groups), and one transaction epilogue
+// writes pages singly or in groups), and one transaction bookkeeping
 // (checkpoint, deletions, rejected records, drift, counters) that every
 // write ends with.
 package sync

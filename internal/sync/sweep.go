@@ -65,7 +65,7 @@ func (l *List) Sync(ctx context.Context, r *Run) error {
 // startSweep begins a sweep from the first page; on a table without rows
 // of the source it is a bulk load.
 func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
-	has, err := l.table.HasRows(ctx, r.conn, r.target.Source)
+	has, err := l.table.db.HasRows(ctx, r.conn, r.target.Source)
 	if err != nil {
 		return db.Checkpoint{}, err
 	}
@@ -87,7 +87,7 @@ func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
 		}
 	}
 	known := l.knownPages(r.scope, answers)
-	prepare := func(p *erp.Page) *batch { return l.prepare(p, known) }
+	prepare := func(p *erp.Page) *preparedPage { return l.prepare(p, known, r.scope) }
 	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, prepare)
 	defer src.close()
 	c := &committer{run: r, list: l, sweep: cp, src: src, history: r.KeepsHistory()}
@@ -111,7 +111,7 @@ func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
 
 // committer writes a sweep's pages: one page per transaction, or, during a
 // bulk load, groups of pages in one COPY. Both end with the run's one
-// epilogue.
+// bookkeeping.
 type committer struct {
 	run     *Run
 	list    *List
@@ -123,7 +123,7 @@ type committer struct {
 // page commits one page. In a bulk load it is COPYed straight into the
 // table; a row that is there already (it moved behind the cursor and an
 // earlier page loaded it) makes it write the page again, upserting.
-func (c *committer) page(ctx context.Context, b *batch) error {
+func (c *committer) page(ctx context.Context, b *preparedPage) error {
 	if b.known && c.run.mayHaveWritten(b.rows) {
 		// This sweep wrote one of the page's rows already (it is listed on
 		// an earlier page too): the page must be written after all, its
@@ -145,7 +145,7 @@ func (c *committer) page(ctx context.Context, b *batch) error {
 // write commits the pages of rows in one transaction: COPYed straight
 // into the table (copyNew), or upserted (one page).
 func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) error {
-	e := &epilogue{sweep: c.sweep, table: c.list.table}
+	e := &bookkeeping{sweep: c.sweep, table: c.list.table.db}
 	return c.run.commit(ctx, e, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 		sc := db.SweepScope{Scope: c.run.scope, SweepID: c.sweep.SweepID}
 		var up db.UpsertResult
@@ -153,20 +153,23 @@ func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) err
 		switch {
 		case rows.pages[0].known:
 			// Rows the warehouse has as they are: only seen (queued with
-			// the epilogue's bookkeeping).
+			// the bookkeeping's bookkeeping).
 			e.seen = rows.ids()
 			up.Unchanged = int64(len(rows.pages[0].rows))
 		case copyNew:
-			up.Inserted, err = c.list.table.CopyNew(ctx, tx, sc, rows)
+			up.Inserted, err = c.list.table.db.CopyNew(ctx, tx, sc, rows)
 		default:
 			// A bulk load needs no seen-list: see markDeletions.
-			up, err = c.list.table.Upsert(ctx, tx, sc, rows.pages[0].rows,
-				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, History: c.history})
+			up, err = c.list.table.db.Upsert(ctx, tx, sc, rows.pages[0].rows,
+				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, History: c.history, CountOthers: len(c.run.target.Logins) > 1})
 			c.run.wrote(up.Changed)
 		}
-		// The pages a COPY took are known only once it ran: the epilogue
+		// The pages a COPY took are known only once it ran: the bookkeeping
 		// (checkpoint, rejected records, drift) covers exactly those.
 		e.pages = rows.pages
+		for _, p := range rows.pages {
+			c.run.lists.observe(p, up.OthersListed)
+		}
 		if err == nil && c.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {
 			err = c.list.AfterWrite(ctx, tx, c.run.scope, rows.ids())
 		}
@@ -188,10 +191,10 @@ const (
 // bounds, in one transaction. It returns whether the sweep's last page
 // was among them. A page that could not be fetched (or a stop) ends the
 // group: the pages before it are committed, then its error is returned.
-func (c *committer) group(ctx context.Context, first *batch) (last bool, err error) {
+func (c *committer) group(ctx context.Context, first *preparedPage) (last bool, err error) {
 	deadline := time.NewTimer(maxGroupAge)
 	defer deadline.Stop()
-	g := newPageRows(first, func(rows int) (*batch, error) {
+	g := newPageRows(first, func(rows int) (*preparedPage, error) {
 		if rows >= maxGroupRows {
 			return nil, errNotYet
 		}
@@ -226,15 +229,15 @@ func (c *committer) group(ctx context.Context, first *batch) (last bool, err err
 // out, and stops at the sweep's last page, when pull says errNotYet, or
 // at an error (kept in pullErr).
 type pageRows struct {
-	pages   []*batch // rows come from the last one
-	i       int      // current row in the last page; -1 before its first
-	rows    int      // rows handed out so far
-	pull    func(rows int) (*batch, error)
+	pages   []*preparedPage // rows come from the last one
+	i       int             // current row in the last page; -1 before its first
+	rows    int             // rows handed out so far
+	pull    func(rows int) (*preparedPage, error)
 	pullErr error
 }
 
-func newPageRows(first *batch, pull func(rows int) (*batch, error)) *pageRows {
-	return &pageRows{pages: []*batch{first}, i: -1, pull: pull}
+func newPageRows(first *preparedPage, pull func(rows int) (*preparedPage, error)) *pageRows {
+	return &pageRows{pages: []*preparedPage{first}, i: -1, pull: pull}
 }
 
 func (g *pageRows) Next() bool {

@@ -189,7 +189,9 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s 
 }
 
 // VerifyTable is the list's table, its money columns and month field.
-func (l *List) VerifyTable() (*db.Table, []string, string) { return l.table, l.Info().Money, l.Month }
+func (l *List) VerifyTable() (*db.Table, []string, string) {
+	return l.table.db, l.Info().Money, l.Month
+}
 
 // Verify walks the list route through the verification's login, page by
 // page, converting records as a sync does; records a sync would reject
@@ -206,10 +208,13 @@ func (l *List) Verify(ctx context.Context, v *Verification) error {
 			return err
 		}
 		values := make([]any, len(page.Records)*n)
-		var rows []db.Row
-		var months []string
+		type read struct {
+			row   db.Row
+			month string
+		}
+		var reads []read
 		for i := range page.Records {
-			row, rec, err := l.convert(page, i, values[i*n:(i+1)*n:(i+1)*n])
+			row, rec, err := l.convert(page, i, values[i*n:(i+1)*n:(i+1)*n], nil)
 			if err != nil {
 				v.Rejected(1)
 				continue
@@ -218,7 +223,12 @@ func (l *List) Verify(ctx context.Context, v *Verification) error {
 			if l.Month != "" {
 				month, _, _ = rec.Text(l.Month)
 			}
-			rows, months = append(rows, row), append(months, month)
+			reads = append(reads, read{row, month})
+		}
+		reads = KeepLast(reads, func(r read) string { return r.row.ID }, nil)
+		rows, months := make([]db.Row, len(reads)), make([]string, len(reads))
+		for i, r := range reads {
+			rows[i], months[i] = r.row, r.month
 		}
 		err = v.Compare(ctx, rows, months)
 		page.Release()

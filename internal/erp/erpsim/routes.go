@@ -2,9 +2,11 @@ package erpsim
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 )
 
@@ -38,6 +40,7 @@ func (s *Sim) dataRoutes() *http.ServeMux {
 	get("/accounts/api/currencies/", s.serveCurrencies)
 	get("/accounts/api/cashboxes/", serveOwned(s, func(fx *fixtures) []cashbox { return fx.cashboxes }, layoutOneList, true))
 	get("/accounts/api/cashboxes/{id}/access/", s.serveAccess)
+	get("/accounts/api/cashboxes/{id}/", s.serveCashbox)
 	get("/accounts/api/cashboxes/lookup/", s.serveLookup)
 	get("/accounts/api/cashbox-reconciliations/", serveOwned(s, func(fx *fixtures) []reconciliation { return fx.recons }, layoutOneList, false))
 	get("/accounts/api/journal-entries/", serveOwned(s, func(fx *fixtures) []journalEntry { return fx.journals }, layoutDataTables, false))
@@ -135,6 +138,38 @@ func (s *Sim) serveAccess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveItems(w, r, grants, layoutData)
+}
+
+// cashboxDetail is a cashbox's detail record: the list's fields and what
+// the list does not carry.
+type cashboxDetail struct {
+	cashbox
+	AccountCode    string `json:"account_code"`
+	OpeningBalance money  `json:"opening_balance"`
+}
+
+// serveCashbox serves one cashbox's detail, {ok, data}. SetFieldDrift on
+// the cashbox's own path changes its fields.
+func (s *Sim) serveCashbox(w http.ResponseWriter, r *http.Request) {
+	fx := s.fixtures()
+	id, err := strconv.Atoi(r.PathValue("id"))
+	i := slices.IndexFunc(fx.cashboxes, func(c cashbox) bool { return c.ID == id })
+	if err != nil || i < 0 || !s.sees(r, fx.cashboxes[i].BranchID) {
+		notFound(w)
+		return
+	}
+	c := fx.cashboxes[i]
+	d := cashboxDetail{cashbox: c, AccountCode: fmt.Sprintf("10%02d", c.ID),
+		OpeningBalance: money{d: c.Balance.d.Sub(cents(10000)), asString: c.Balance.asString}}
+	rec, err := json.Marshal(d)
+	if err != nil {
+		serverError(w, err)
+		return
+	}
+	if o := s.override(r.URL.Path); o.drift != nil {
+		rec = o.drift.apply(nil, rec)
+	}
+	writeBytes(w, http.StatusOK, append(append([]byte(`{"ok":true,"data":`), rec...), '}'))
 }
 
 // servePreview serves the journal preview of one document, which follows

@@ -2,10 +2,12 @@ package streams_test
 
 import (
 	"bytes"
-	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
@@ -14,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/db"
@@ -31,77 +32,153 @@ import (
 // CashboxLookup is the cashbox picker of the ERP's forms: id, name, type.
 func CashboxLookup() *sync.List {
 	return &sync.List{
-		Stream:  "cashbox_lookup",
-		Path:    "/accounts/api/cashboxes/lookup/",
-		Columns: []sync.Column{{Name: "name", Field: "name", Type: sync.Text}},
+		Stream:   "cashbox_lookup",
+		Path:     "/accounts/api/cashboxes/lookup/",
+		Schedule: "@every 1h",
+		Columns: []sync.Column{
+			{Name: "name", Field: "name", Type: sync.Text},
+			{Name: "type", Field: "type", Type: sync.Text, Lenient: true},
+		},
 		Expect:  map[string]string{"id": "number|string", "name": "string", "type": "string"},
 		History: sync.HistoryOn,
 	}
 }
 
-// cashboxBalances keeps one balance per cashbox per day (UTC), so the cash
-// position can be followed over time.
-type cashboxBalances struct{}
+// cashboxDetails reads the detail record of every cashbox listed, one
+// request each: it carries what the list does not (the ledger account
+// and the opening balance).
+type cashboxDetails struct{ table *sync.Table }
 
-// CashboxBalances is the daily cashbox balances stream.
-func CashboxBalances() sync.Stream { return cashboxBalances{} }
-
-func (cashboxBalances) Name() string { return "cashbox_balances" }
-
-func (cashboxBalances) Info() sync.Info {
-	return sync.Info{Route: "GET /accounts/api/cashboxes/", Schedule: "@every 1h", Table: "erp.cashbox_balances", Money: []string{"balance"}}
+// CashboxDetails is the cashbox details stream.
+func CashboxDetails() sync.Stream {
+	return cashboxDetails{table: &sync.Table{
+		Name: "cashbox_details",
+		Columns: []sync.Column{
+			{Name: "opening_balance", Field: "opening_balance", Type: sync.Money},
+			{Name: "account_code", Field: "account_code", Type: sync.Text, Lenient: true},
+		},
+		Expect: map[string]string{"id": "number|string", "name": "string", "type": "string", "currency_code": "string",
+			"balance": "number|string", "is_active": "boolean", "branch_id": "number|string",
+			"account_code": "string", "opening_balance": "number|string"},
+	}}
 }
 
-func (s cashboxBalances) Sync(ctx context.Context, r *sync.Run) error {
-	var ids []string
-	var balances []pgtype.Numeric
-	pages := r.Client().List(erp.ListRequest{Path: "/accounts/api/cashboxes/"})
-	for !pages.Done() {
-		page, err := pages.Next(ctx)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.Name(), err)
-		}
-		for i, raw := range page.Records {
-			id, balance, err := cashboxBalance(page.Parsed[i])
-			if err != nil {
-				// Copied: the page's memory is reused once released.
-				r.Reject(db.Rejected{RecordID: id, Reason: err.Error(), Record: bytes.Clone(raw)})
-				continue
-			}
-			ids, balances = append(ids, id), append(balances, db.Numeric(balance))
-		}
-		page.Release()
+func (cashboxDetails) Name() string { return "cashbox_details" }
+
+func (s cashboxDetails) Info() sync.Info {
+	return sync.Info{Route: "GET /accounts/api/cashboxes/{pk}/ per cashbox", Schedule: "@every 1h",
+		History: sync.HistoryOn, Table: "erp.cashbox_details", Money: []string{"opening_balance"}, Typed: []string{"account_code"}}
+}
+
+// Validate prepares the table's SQL; the catalog calls it.
+func (s cashboxDetails) Validate() error { return s.table.Validate() }
+
+func (s cashboxDetails) Sync(ctx context.Context, r *sync.Run) error {
+	var drift sync.Drift
+	rows, err := s.read(ctx, r.Client(), &drift, r.Reject)
+	if err != nil {
+		return err
 	}
+	r.Drift(drift.Entries()...)
 	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		tag, err := tx.Exec(ctx, `
-INSERT INTO erp.cashbox_balances (source, day, cashbox_id, balance)
-SELECT $1, (now() AT TIME ZONE 'UTC')::date, b.id, b.balance
-FROM unnest($2::text[], $3::numeric[]) AS b(id, balance)
-ON CONFLICT (source, day, cashbox_id) DO UPDATE SET balance = EXCLUDED.balance
-WHERE erp.cashbox_balances.balance IS DISTINCT FROM EXCLUDED.balance`, r.Scope().Source, ids, balances)
-		st := model.RunStats{Pages: 1, Seen: int64(len(ids))}
-		st.Inserted = tag.RowsAffected()
-		st.Unchanged = st.Seen - st.Inserted
-		return st, err
+		return r.Upsert(ctx, tx, s.table, rows)
 	})
 }
 
-// cashboxBalance reads a cashbox's id and balance.
-func cashboxBalance(rec erp.Record) (string, decimal.Decimal, error) {
-	id, hasID, err := rec.Text("id")
-	if err != nil || !hasID {
-		return id, decimal.Decimal{}, cmp.Or(err, errors.New("cashbox has no id"))
+// read reads the detail of every cashbox listed: rows as the table makes
+// them, the records that cannot be used handed to reject.
+func (s cashboxDetails) read(ctx context.Context, c *erp.Client, drift *sync.Drift, reject func(db.Rejected)) ([]db.Row, error) {
+	ids, err := cashboxIDs(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name(), err)
 	}
-	balance, hasBalance, err := rec.Money("balance")
-	if err != nil || !hasBalance {
-		return id, balance, cmp.Or(err, errors.New("cashbox has no balance"))
+	var rows []db.Row
+	for _, id := range ids {
+		path := erp.DetailPath("/accounts/api/cashboxes/", id, "/")
+		body, err := c.Get(ctx, path, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cashbox %s: %w", s.Name(), id, err)
+		}
+		rec, raw, err := erp.DecodeObject(erp.RouteLabel(path), body)
+		var row db.Row
+		if err == nil {
+			row, err = s.table.Row(rec, raw, nil, drift)
+		}
+		if err != nil {
+			reject(db.Rejected{RecordID: id, Reason: err.Error(), Record: body})
+			continue
+		}
+		rows = append(rows, row)
 	}
-	return id, balance, nil
+	return rows, nil
+}
+
+// cashboxIDs lists the ids of the cashboxes.
+func cashboxIDs(ctx context.Context, c *erp.Client) ([]string, error) {
+	var ids []string
+	list := c.List(erp.ListRequest{Path: "/accounts/api/cashboxes/"})
+	for {
+		page, err := list.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return ids, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range page.Parsed {
+			if id, ok, err := rec.Text("id"); err == nil && ok {
+				ids = append(ids, id)
+			}
+		}
+		page.Release()
+	}
+}
+
+// VerifyTable and Verify let `erpsync verify` compare the table with the
+// ERP: every detail read again, as a sync reads it.
+func (s cashboxDetails) VerifyTable() (*db.Table, []string, string) {
+	return s.table.DB(), []string{"opening_balance"}, ""
+}
+
+func (s cashboxDetails) Verify(ctx context.Context, v *sync.Verification) error {
+	rows, err := s.read(ctx, v.Client(), nil, func(db.Rejected) { v.Rejected(1) })
+	if err != nil {
+		return err
+	}
+	return v.Compare(ctx, rows, make([]string, len(rows)))
+}
+
+// Probe reads the first cashbox's detail, for `erpsync probe`.
+func (s cashboxDetails) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
+	rep := p.Report(s, "")
+	ids, err := cashboxIDs(ctx, p.Client())
+	if err == nil && len(ids) == 0 {
+		err = errors.New("no cashbox is listed: no detail to read")
+	}
+	var body []byte
+	if err == nil {
+		path := erp.DetailPath("/accounts/api/cashboxes/", ids[0], "/")
+		body, err = p.Client().Get(ctx, path, nil)
+	}
+	if err == nil {
+		var rec erp.Record
+		var raw json.RawMessage
+		if rec, raw, err = erp.DecodeObject("/accounts/api/cashboxes/{pk}/", body); err == nil {
+			rep.Status = http.StatusOK
+			page := &erp.Page{Records: []json.RawMessage{raw}, Parsed: []erp.Record{rec}}
+			rep.Examine(page, p.Scope, []string{"id"}, []string{"opening_balance"}, s.table.Expect)
+			return rep
+		}
+	}
+	rep.Failed(err)
+	return rep
 }
 
 // TestAddingAStreamDoc keeps docs/adding-a-stream.md honest: its Go blocks
-// are this file's code, its migrations apply, and both streams, defined
-// outside package sync with only its exported API, sync the simulator.
+// are this file's code, its migrations apply, both streams, defined
+// outside package sync with only its exported API, sync the simulator
+// into tables an analyst reads, and the stream of its own keeps history,
+// is verified and is probed like a list.
 func TestAddingAStreamDoc(t *testing.T) {
 	doc, err := os.ReadFile("../../../docs/adding-a-stream.md")
 	if err != nil {
@@ -128,7 +205,7 @@ func TestAddingAStreamDoc(t *testing.T) {
 		}
 	}
 
-	pool, _ := testdb.Pool(t)
+	pool, url := testdb.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, m := range codeBlocks(string(doc), "sql") {
@@ -145,61 +222,131 @@ func TestAddingAStreamDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	catalog, err := sync.NewCatalog(CashboxLookup(), CashboxBalances())
+	catalog, err := sync.NewCatalog(CashboxLookup(), CashboxDetails())
 	if err != nil {
 		t.Fatal(err)
 	}
 	runner := &sync.Runner{Pool: pool, Prefetch: 1}
 	target := sync.Target{Source: "doc", Logins: []sync.Login{{Name: "erpsync", Client: client}}, PageSize: 50}
-	for _, name := range catalog.Names() {
+	run := func(name string) sync.Result {
+		t.Helper()
 		s, _ := catalog.Lookup(name)
-		for round := range 2 {
-			res := runner.Run(ctx, nil, target, s, nil)[0]
-			if res.Status != model.StatusSucceeded {
-				t.Fatalf("%s: %s %v", name, res.Status, res.Err)
-			}
-			if round == 1 && res.Stats.Inserted+res.Stats.Updated != 0 {
-				t.Errorf("%s: an unchanged re-sync wrote %+v", name, res.Stats)
-			}
+		res := runner.Run(ctx, nil, target, s, nil)[0]
+		if res.Status != model.StatusSucceeded {
+			t.Fatalf("%s: %s %v", name, res.Status, res.Err)
+		}
+		return res
+	}
+	for _, name := range catalog.Names() {
+		run(name)
+		if res := run(name); res.Stats.Inserted+res.Stats.Updated != 0 {
+			t.Errorf("%s: an unchanged re-sync wrote %+v", name, res.Stats)
 		}
 	}
 
-	var lookup string
-	if err := pool.QueryRow(ctx, `SELECT string_agg(id || ' ' || name, ', ' ORDER BY id) FROM erp.cashbox_lookup WHERE source = 'doc'`).Scan(&lookup); err != nil {
-		t.Fatal(err)
-	}
-	if lookup != "1 Main till, 2 Operating account, 3 Euro account, 4 Petty cash" {
-		t.Errorf("erp.cashbox_lookup = %s", lookup)
-	}
-	var asOf, versions int
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM erp.cashbox_lookup_as_of(now())),
-		(SELECT count(*) FROM erp.cashbox_lookup_history)`).Scan(&asOf, &versions); err != nil {
-		t.Fatalf("the page's history: %v", err)
-	}
-	if asOf != 4 || versions != 0 {
-		t.Errorf("cashbox_lookup as of now: %d rows, %d versions kept; want 4 and none (nothing changed)", asOf, versions)
-	}
-	var sum string
-	var days int
-	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(balance), 0)::text, count(DISTINCT day) FROM erp.cashbox_balances WHERE source = 'doc'`).Scan(&sum, &days); err != nil {
-		t.Fatal(err)
-	}
-	// The balances are exactly the ones the ERP lists, digit for digit.
-	want := decimal.Zero
-	pages := client.List(erp.ListRequest{Path: "/accounts/api/cashboxes/"})
-	for !pages.Done() {
-		page, err := pages.Next(ctx)
+	// What the ERP lists, read here independently: the cashboxes' ids and
+	// opening balances, decoded with encoding/json (numbers as text).
+	want := map[string]decimal.Decimal{}
+	for id := 1; id <= 4; id++ {
+		body, err := client.Get(ctx, fmt.Sprintf("/accounts/api/cashboxes/%d/", id), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, rec := range page.Parsed {
-			b, _, _ := rec.Money("balance")
-			want = want.Add(b)
+		var d struct {
+			Data struct {
+				OpeningBalance json.Number `json:"opening_balance"`
+			}
 		}
-		page.Release()
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if err := dec.Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		want[fmt.Sprint(id)] = decimal.RequireFromString(d.Data.OpeningBalance.String())
 	}
-	if days != 1 || sum != want.String() {
-		t.Errorf("erp.cashbox_balances: %d days, sum %s; want one day summing to %s", days, sum, want)
+
+	// An analyst reads both tables.
+	analyst := testdb.PoolAs(t, url, testdb.Role(t, "erpsync_analyst"))
+	var lookup string
+	if err := analyst.QueryRow(ctx, `SELECT string_agg(id || ' ' || name || ' ' || type, ', ' ORDER BY id) FROM erp.cashbox_lookup`).Scan(&lookup); err != nil {
+		t.Fatal(err)
+	}
+	if lookup != "1 Main till cash, 2 Operating account bank, 3 Euro account bank, 4 Petty cash cash" {
+		t.Errorf("erp.cashbox_lookup = %s", lookup)
+	}
+	rows, err := analyst.Query(ctx, `SELECT id, opening_balance::text FROM erp.cashbox_details ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]decimal.Decimal{}
+	for rows.Next() {
+		var id, bal string
+		if err := rows.Scan(&id, &bal); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = decimal.RequireFromString(bal)
+	}
+	if len(got) != len(want) {
+		t.Errorf("erp.cashbox_details: %d rows, want %d", len(got), len(want))
+	}
+	for id, w := range want {
+		if !got[id].Equal(w) {
+			t.Errorf("cashbox %s: opening balance %s, the ERP's %s", id, got[id], w)
+		}
+	}
+
+	// History: a change at the ERP keeps the version it replaces.
+	sim.SetFieldDrift("/accounts/api/cashboxes/2/", map[string]json.RawMessage{"account_code": json.RawMessage(`"1999"`)}, []string{"account_code"})
+	if res := run("cashbox_details"); res.Stats.Updated != 1 {
+		t.Errorf("after one cashbox changed: %+v, want one updated", res.Stats)
+	}
+	var versions int
+	var before string
+	if err := analyst.QueryRow(ctx, `SELECT count(*), min(account_code) FROM erp.cashbox_details_history`).Scan(&versions, &before); err != nil {
+		t.Fatal(err)
+	}
+	if versions != 1 || before != "1002" {
+		t.Errorf("history: %d versions, account %q; want one, 1002", versions, before)
+	}
+
+	// Verify: the warehouse agrees with the ERP, and a row changed behind
+	// erpsync's back is found.
+	verify := func() sync.VerifyReport {
+		t.Helper()
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+		conn := c.Hijack()
+		defer conn.Close(ctx)
+		s, _ := catalog.Lookup("cashbox_details")
+		reps, err := sync.Verify(ctx, conn, target, []sync.Stream{s}, sync.VerifyOptions{Sample: 5, LockWait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reps[0]
+	}
+	if rep := verify(); !rep.Agree() || rep.ERPRows != 4 {
+		t.Errorf("verify after a sync: %+v", rep)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE erp.cashbox_details SET opening_balance = opening_balance + 1 WHERE id = '3'`); err != nil {
+		t.Fatal(err)
+	}
+	if rep := verify(); rep.Agree() || rep.Different != 1 || strings.Join(rep.DifferentIDs, ",") != "3" {
+		t.Errorf("verify after a change behind erpsync's back: %+v, want cashbox 3 different", rep)
+	}
+
+	// Probe.
+	id, err := client.Identity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := catalog.Lookup("cashbox_details")
+	rep := s.(sync.Prober).Probe(ctx, &sync.Probe{Target: target, Login: target.Logins[0],
+		Scope: model.Scope{Source: "doc", Login: "erpsync", CompanyID: id.CompanyID, BranchID: id.BranchID}})
+	if !rep.Usable() || rep.Records != 1 || rep.WithID != 1 || len(rep.Money) != 1 || rep.Money[0].Parsed != 1 {
+		t.Errorf("probe: %+v", rep)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -18,8 +19,17 @@ import (
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
-// balanceSheet stores one snapshot of the balance-sheet tree per day
-// (date_to = today, UTC), rewritten only when the day's tree changed.
+// balanceSheet keeps the balance-sheet tree of each login's context as of
+// today and as of the last day of each closed month, going back `months`.
+// Each run reads today's tree, the month ends not kept yet, and the most
+// recent `reread_months` month ends again, so that closing entries posted
+// late into a past month land; a tree that changed is rewritten, its
+// previous nodes kept in erp.balance_sheet_snapshot_history.
+//
+// The reference does not say what date_to, branch_id and scope_mode do.
+// erpsync asks with date_to alone: the login's token carries its company
+// and branch, and a branch_id or scope_mode that the installation reads
+// otherwise would mix other branches into the login's tree.
 type balanceSheet struct{ path string }
 
 // BalanceSheet is the balance-sheet stream.
@@ -29,50 +39,155 @@ func (balanceSheet) Name() string { return "balance_sheet" }
 
 func (s balanceSheet) Info() sync.Info {
 	return sync.Info{Route: "GET " + s.path + "?date_to=D", Permission: "accounts.report.balance_sheet", Schedule: sync.DefaultSchedule,
-		Table: "erp.balance_sheet_snapshots", Money: []string{"balance"}, Typed: []string{"code", "name"}}
+		Table: "erp.balance_sheet_snapshots", Money: []string{"balance"}, Typed: []string{"code", "name"},
+		Settings: []sync.Setting{
+			{Key: "months", Default: "24", Check: monthCount},
+			{Key: "reread_months", Default: "3", Check: monthCount},
+		}}
+}
+
+// monthCount accepts a number of months from 0 to 600.
+func monthCount(v string) error {
+	if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 600 {
+		return errors.New("not a number of months from 0 to 600")
+	}
+	return nil
 }
 
 // maxTreeDepth bounds the recursion into a balance-sheet tree.
 const maxTreeDepth = 64
 
+// nodeFields are the fields a node is expected to carry.
+var nodeFields = sync.NewExpectation(map[string]string{
+	"id": "number|string", "code": "string", "name": "string", "balance": "number|string", "children": "array",
+})
+
+// MonthEnds lists, newest first, the last day of each of the months
+// closed as of today, going back months.
+func MonthEnds(today time.Time, months int) []string {
+	out := make([]string, months)
+	first := time.Date(today.Year(), today.Month(), 1, 0, 0, 0, 0, time.UTC)
+	for i := range out {
+		out[i] = first.AddDate(0, -i, -1).Format(time.DateOnly)
+	}
+	return out
+}
+
+// tree is one date's balance sheet as read.
+type tree struct {
+	asOf  string
+	nodes []db.TreeNode
+	seen  int // nodes listed, rejected ones included
+}
+
 func (s balanceSheet) Sync(ctx context.Context, r *sync.Run) error {
-	asOf := time.Now().UTC().Format(time.DateOnly)
+	now := time.Now().UTC()
+	today := now.Format(time.DateOnly)
+	months, _ := strconv.Atoi(r.Setting("months"))
+	reread, _ := strconv.Atoi(r.Setting("reread_months"))
+	ends := MonthEnds(now, months)
+	if err := r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		return model.RunStats{}, db.ClaimLegacySnapshots(ctx, tx, r.Scope())
+	}); err != nil {
+		return err
+	}
+	var kept map[string]bool
+	if err := r.Read(ctx, func(ctx context.Context, q db.Reader) (err error) {
+		kept, err = db.BalanceSheetDates(ctx, q, r.Scope())
+		return err
+	}); err != nil {
+		return err
+	}
+	// Today's first, then the month ends to read, newest first.
+	dates := []string{today}
+	for i, d := range ends {
+		if i < reread || !kept[d] {
+			dates = append(dates, d)
+		}
+	}
+	trees := make([]tree, 0, len(dates))
+	for _, d := range dates {
+		if err := r.Stopped(); err != nil {
+			return err
+		}
+		t, err := s.read(ctx, r, d)
+		if err != nil {
+			return err
+		}
+		trees = append(trees, t)
+	}
+	if ignored(trees) {
+		// Every date gave the very same tree: the installation does not
+		// read date_to. Storing it under each month end would be wrong;
+		// only today's is kept, and the operator told.
+		r.Warn("the ERP answers the same balance-sheet tree whatever date_to says (%d dates read): only today's is kept", len(trees))
+		trees = trees[:1]
+	}
+	for _, t := range trees {
+		if err := r.Stopped(); err != nil {
+			return err
+		}
+		err := r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+			wrote, err := db.ReplaceBalanceSheet(ctx, tx, r.Scope(), t.asOf, t.nodes)
+			st := model.RunStats{Pages: 1, Seen: int64(t.seen), Unchanged: int64(len(t.nodes))}
+			if wrote {
+				st.Inserted, st.Unchanged = int64(len(t.nodes)), 0
+			}
+			return st, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ignored reports trees of at least three dates that are all the same:
+// an installation that does not read date_to.
+func ignored(trees []tree) bool {
+	if len(trees) < 3 {
+		return false
+	}
+	first := db.TreeDigest(trees[0].nodes)
+	for _, t := range trees[1:] {
+		if db.TreeDigest(t.nodes) != first {
+			return false
+		}
+	}
+	return true
+}
+
+// read reads the tree as of a date. Nodes that cannot be used are
+// rejected; a node listed twice keeps its later copy.
+func (s balanceSheet) read(ctx context.Context, r *sync.Run, asOf string) (tree, error) {
 	route := erp.RouteLabel(s.path)
 	body, err := r.Client().Get(ctx, s.path, url.Values{"date_to": {asOf}})
 	if err != nil {
-		return fmt.Errorf("%s: %w", s.Name(), err)
+		return tree{}, fmt.Errorf("%s as of %s: %w", s.Name(), asOf, err)
 	}
 	page, err := erp.DecodePage(route, body)
 	if err != nil {
-		return fmt.Errorf("%s: %w", s.Name(), err)
+		return tree{}, fmt.Errorf("%s as of %s: %w", s.Name(), asOf, err)
 	}
-	var nodes []db.TreeNode
-	at := map[string]int{} // a node listed twice keeps its last copy
-	rejected := 0
+	t := tree{asOf: asOf}
+	var drift sync.Drift
 	var walk func(records []json.RawMessage, parent string, depth int) error
 	walk = func(records []json.RawMessage, parent string, depth int) error {
 		if depth > maxTreeDepth {
-			return fmt.Errorf("%s: tree deeper than %d levels", s.Name(), maxTreeDepth)
+			return fmt.Errorf("%s as of %s: tree deeper than %d levels", s.Name(), asOf, maxTreeDepth)
 		}
 		for i, raw := range records {
-			n, children, err := treeNode(raw, parent, depth, i)
-			switch _, dup := at[n.Node]; {
-			case err != nil:
+			t.seen++
+			n, children, err := treeNode(raw, parent, depth, i, &drift)
+			if err != nil {
 				r.Reject(db.Rejected{RecordID: n.Node, Reason: err.Error(), Record: raw})
-				rejected++
-			case dup:
-				i := at[n.Node]
-				r.Reject(db.Rejected{RecordID: n.Node, Reason: "node listed twice in the tree; the later copy kept", Record: nodes[i].Payload})
-				rejected++
-				nodes[i] = n
-			default:
-				at[n.Node] = len(nodes)
-				nodes = append(nodes, n)
+			} else {
+				t.nodes = append(t.nodes, n)
 			}
 			if children != nil {
 				sub, err := erp.DecodePage(route, children)
 				if err != nil {
-					return fmt.Errorf("%s: children of %s: %w", s.Name(), n.Node, err)
+					return fmt.Errorf("%s as of %s: children of %s: %w", s.Name(), asOf, n.Node, err)
 				}
 				if err := walk(sub.Records, n.Node, depth+1); err != nil {
 					return err
@@ -82,22 +197,19 @@ func (s balanceSheet) Sync(ctx context.Context, r *sync.Run) error {
 		return nil
 	}
 	if err := walk(page.Records, "", 0); err != nil {
-		return err
+		return tree{}, err
 	}
-	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		wrote, err := db.ReplaceBalanceSheet(ctx, tx, r.Scope(), asOf, nodes)
-		st := model.RunStats{Pages: 1, Seen: int64(len(nodes) + rejected), Unchanged: int64(len(nodes))}
-		if wrote {
-			st.Inserted, st.Unchanged = int64(len(nodes)), 0
-		}
-		return st, err
+	r.Drift(drift.Entries()...)
+	t.nodes = sync.KeepLast(t.nodes, func(n db.TreeNode) string { return n.Node }, func(earlier db.TreeNode) {
+		r.Reject(db.Rejected{RecordID: earlier.Node, Reason: "node listed twice in the tree; the later copy kept", Record: earlier.Payload})
 	})
+	return t, nil
 }
 
 // treeNode reads one node; its key is its id, else its code, else its
 // position under its parent. Its children come back even when the node
 // itself cannot be used, so one bad node does not lose its subtree.
-func treeNode(raw json.RawMessage, parent string, depth, index int) (db.TreeNode, json.RawMessage, error) {
+func treeNode(raw json.RawMessage, parent string, depth, index int, drift *sync.Drift) (db.TreeNode, json.RawMessage, error) {
 	n := db.TreeNode{Parent: parent, Depth: depth, Payload: raw, Hash: sha256.Sum256(raw)}
 	rec, err := erp.ParseRecord(raw)
 	if err != nil {
@@ -127,6 +239,7 @@ func treeNode(raw json.RawMessage, parent string, depth, index int) (db.TreeNode
 	if err := sync.CheckRecord(rec); err != nil {
 		return n, children, err
 	}
+	nodeFields.Check(rec, n.Node, drift)
 	if n.Name, err = sync.TextField(rec, "name"); err != nil {
 		return n, children, err
 	}
@@ -136,16 +249,22 @@ func treeNode(raw json.RawMessage, parent string, depth, index int) (db.TreeNode
 	return n, children, nil
 }
 
-// Probe reads today's tree.
+// Probe reads today's tree and the last month end's, and warns when they
+// are the same bytes (an installation that may not read date_to).
 func (s balanceSheet) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
 	rep := p.Report(s, "")
-	body, err := p.Client().Get(ctx, s.path, url.Values{"date_to": {time.Now().UTC().Format(time.DateOnly)}})
+	now := time.Now().UTC()
+	body, err := p.Client().Get(ctx, s.path, url.Values{"date_to": {now.Format(time.DateOnly)}})
 	if err == nil {
 		var page *erp.Page
 		if page, err = erp.DecodePage(erp.RouteLabel(s.path), body); err == nil {
 			rep.Status = http.StatusOK
 			rep.Page(page, 0)
-			rep.Examine(page, p.Scope, nil, []string{"balance"}, nil)
+			rep.Examine(page, p.Scope, nil, []string{"balance"}, nodeFields.Fields())
+			monthEnd := MonthEnds(now, 1)[0]
+			if past, err := p.Client().Get(ctx, s.path, url.Values{"date_to": {monthEnd}}); err == nil && string(past) == string(body) {
+				rep.Warnings = append(rep.Warnings, "the tree as of "+monthEnd+" is the same as today's: the ERP may not read date_to (sync warns if three dates agree)")
+			}
 			return rep
 		}
 	}

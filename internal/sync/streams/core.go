@@ -25,7 +25,17 @@ func Invoices() *sync.List {
 		Path:     "/sales/api/invoices/list/",
 		Month:    "date",
 		Paging:   erp.CursorPaged,
-		Columns:  []sync.Column{{Name: "total_bc", Field: "total_bc", Type: sync.Money}},
+		Columns: []sync.Column{
+			{Name: "total_bc", Field: "total_bc", Type: sync.Money},
+			{Name: "invoice_date", Field: "date", Type: sync.Date, Lenient: true},
+			{Name: "number", Field: "number", Type: sync.Text, Lenient: true},
+			{Name: "status", Field: "status", Type: sync.Text, Lenient: true},
+			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
+			// The customer is an object on some installations, its name a
+			// plain string on others.
+			{Name: "customer_id", Field: "customer.id", Alt: []string{"customer_id"}, Type: sync.Text, Lenient: true},
+			{Name: "customer_name", Field: "customer.name", Alt: []string{"customer"}, Type: sync.Text, Lenient: true},
+		},
 		Expect: map[string]string{
 			"id": "number|string", "number": "string", "date": "string", "customer": "object|string",
 			"currency_code": "string", "total_bc": "number|string", "status": "string", "updated_at": "string",
@@ -51,6 +61,8 @@ func Currencies() *sync.List {
 			{Name: "requires_exchange_rate", Field: "requires_exchange_rate", Type: sync.Bool},
 			{Name: "is_base_currency", Field: "is_base_currency", Type: sync.Bool},
 			{Name: "is_system_enabled", Field: "is_system_enabled", Type: sync.Bool},
+			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
+			{Name: "currency_name", Field: "currency_name", Type: sync.Text, Lenient: true},
 		},
 		// The reviewed contract; fields after is_system_enabled are not
 		// shown by the reference, so they are reported as added drift.
@@ -76,6 +88,9 @@ func Cashboxes() *sync.List {
 		Columns: []sync.Column{
 			{Name: "name", Field: "name", Type: sync.Text},
 			{Name: "balance", Field: "balance", Type: sync.Money},
+			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
+			{Name: "type", Field: "type", Type: sync.Text, Lenient: true},
+			{Name: "is_active", Field: "is_active", Type: sync.Bool, Lenient: true},
 		},
 		Expect: map[string]string{
 			"id": "number|string", "name": "string", "type": "string", "currency_code": "string",
@@ -100,6 +115,7 @@ func CashboxReconciliations() *sync.List {
 			{Name: "expected_balance", Field: "expected_balance", Type: sync.Money},
 			{Name: "counted_balance", Field: "counted_balance", Type: sync.Money},
 			{Name: "difference", Field: "difference", Type: sync.Money},
+			{Name: "reconciled_at", Field: "reconciled_at", Type: sync.Timestamp, Lenient: true},
 		},
 		Expect: map[string]string{
 			"id": "number|string", "cashbox_id": "number|string", "status": "string",

@@ -22,6 +22,10 @@ type document struct {
 var voucherColumns = []sync.Column{
 	{Name: "status", Field: "status", Type: sync.Text},
 	{Name: "amount", Field: "amount", Type: sync.Money},
+	{Name: "voucher_date", Field: "date", Type: sync.Date, Lenient: true},
+	{Name: "number", Field: "number", Type: sync.Text, Lenient: true},
+	{Name: "party", Field: "party", Type: sync.Text, Lenient: true},
+	{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
 }
 
 var voucherFields = map[string]string{
@@ -40,6 +44,8 @@ var documents = []document{
 			{Name: "status", Field: "status", Type: sync.Text},
 			{Name: "total_debit", Field: "total_debit", Type: sync.Money},
 			{Name: "total_credit", Field: "total_credit", Type: sync.Money},
+			{Name: "entry_date", Field: "date", Type: sync.Date, Lenient: true},
+			{Name: "reference", Field: "reference", Type: sync.Text, Lenient: true},
 		},
 		expect: map[string]string{
 			"id": "string|number", "date": "string", "reference": "string", "status": "string",

@@ -96,46 +96,58 @@ func (journalLines) document(ctx context.Context, r *sync.Run, d document, doc d
 	})
 }
 
-// previewLines reads {ok, data: {lines: [...]}}, {lines: [...]} or a bare
-// array of lines, and how many it listed; a line that cannot be used is
-// rejected.
-func previewLines(r *sync.Run, path string, body []byte) ([]db.JournalLine, int, error) {
+// decodePreview reads a journal preview: {ok, data: {lines: [...]}},
+// {lines: [...]} or a bare array of lines.
+func decodePreview(path string, body []byte) (*erp.Page, error) {
 	route := erp.RouteLabel(path)
 	list := json.RawMessage(body)
 	if erp.Kind(body) != "array" {
 		rec, _, err := erp.DecodeObject(route, body)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		var ok bool
 		if list, ok = rec.Get("lines"); !ok || erp.Kind(list) != "array" {
-			return nil, 0, fmt.Errorf("GET %s: no lines array in the answer", route)
+			return nil, fmt.Errorf("GET %s: no lines array in the answer", route)
 		}
 	}
-	page, err := erp.DecodePage(route, list)
+	return erp.DecodePage(route, list)
+}
+
+// previewLines reads the lines of a journal preview, and how many it
+// listed; a line that cannot be used is rejected.
+func previewLines(r *sync.Run, path string, body []byte) ([]db.JournalLine, int, error) {
+	page, err := decodePreview(path, body)
 	if err != nil {
 		return nil, 0, err
 	}
 	var lines []db.JournalLine
-	at := map[string]int{} // a line listed twice keeps its last copy
+	var drift sync.Drift
 	for i, raw := range page.Records {
-		l, err := previewLine(raw, i)
+		l, err := previewLine(raw, i, &drift)
 		if err != nil {
 			r.Reject(db.Rejected{RecordID: l.Line, Reason: err.Error(), Record: raw})
 			continue
 		}
-		if j, dup := at[l.Line]; dup {
-			r.Reject(db.Rejected{RecordID: l.Line, Reason: "line listed twice; the later copy kept", Record: lines[j].Payload})
-			lines[j] = l
-			continue
-		}
-		at[l.Line] = len(lines)
 		lines = append(lines, l)
 	}
+	r.Drift(drift.Entries()...)
+	lines = sync.KeepLast(lines, func(l db.JournalLine) string { return l.Line }, func(earlier db.JournalLine) {
+		r.Reject(db.Rejected{RecordID: earlier.Line, Reason: "line listed twice; the later copy kept", Record: earlier.Payload})
+	})
 	return lines, len(page.Records), nil
 }
 
-func previewLine(raw json.RawMessage, index int) (db.JournalLine, error) {
+// lineFields are the fields a journal line is expected to carry: the
+// ones the stream reads, and the account's name.
+var lineFields = sync.NewExpectation(map[string]string{
+	"line": "number|string", "account_code": "string", "account_name": "string",
+	"debit": "number|string", "credit": "number|string",
+})
+
+// previewLine reads the line at index of a preview, counting in drift
+// how it differs from lineFields.
+func previewLine(raw json.RawMessage, index int, drift *sync.Drift) (db.JournalLine, error) {
 	l := db.JournalLine{Line: strconv.Itoa(index + 1), Payload: raw}
 	rec, err := erp.ParseRecord(raw)
 	if err == nil {
@@ -144,6 +156,7 @@ func previewLine(raw json.RawMessage, index int) (db.JournalLine, error) {
 	if err != nil {
 		return l, err
 	}
+	lineFields.Check(rec, l.Line, drift)
 	if _, ok, err := rec.Text("line"); err != nil || ok {
 		if l.Line, err = sync.KeyField(rec, "line"); err != nil {
 			return l, err
@@ -186,26 +199,15 @@ func (s journalLines) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport
 	}
 	path := erp.DetailPath(d.path, id, "/journal-preview/")
 	body, err := p.Client().Get(ctx, path, nil)
-	if err != nil {
-		rep.Failed(err)
-		return rep
-	}
-	list := json.RawMessage(body)
-	if erp.Kind(body) != "array" {
-		rec, _, err := erp.DecodeObject(erp.RouteLabel(path), body)
-		if err != nil {
-			rep.Failed(err)
+	if err == nil {
+		var page *erp.Page
+		if page, err = decodePreview(path, body); err == nil {
+			rep.Status = http.StatusOK
+			rep.Page(page, 0)
+			rep.Examine(page, p.Scope, nil, []string{"debit", "credit"}, lineFields.Fields())
 			return rep
 		}
-		list, _ = rec.Get("lines")
 	}
-	page, err := erp.DecodePage(erp.RouteLabel(path), list)
-	if err != nil {
-		rep.Failed(err)
-		return rep
-	}
-	rep.Status = http.StatusOK
-	rep.Page(page, 0)
-	rep.Examine(page, p.Scope, nil, []string{"debit", "credit"}, nil)
+	rep.Failed(err)
 	return rep
 }

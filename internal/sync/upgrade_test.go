@@ -1,0 +1,293 @@
+package sync_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
+	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/migrations"
+)
+
+// releaseBefore is the schema version of the release before logins,
+// typed columns and the access rules.
+const releaseBefore = 9
+
+// legacyWarehouse is a warehouse as the release before wrote it: the
+// schema at releaseBefore, invoices of sim (and a previous version of
+// one) labelled with the token's company 1 and branch 1, the stream's
+// checkpoint, and a role scoped with that release's erp.grant_company
+// (which made it a member of erpsync_analyst). It returns the pool and
+// the scoped role.
+func legacyWarehouse(t *testing.T, sim *erpsim.Sim, user erpsim.User) (*pgxpool.Pool, string, string) {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.Empty(t)
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithGoMigrations(migrations.Go...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, releaseBefore); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	c, err := erp.New(erp.Options{BaseURL: srv.URL, Username: user.Username, Password: user.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := c.List(erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 100})
+	for !pages.Done() {
+		page, err := pages.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, raw := range page.Records {
+			id, _, _ := page.Parsed[i].Text("id")
+			total, _, _ := page.Parsed[i].Money("total_bc")
+			h := sha256.Sum256(raw)
+			if _, err := pool.Exec(ctx, `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash,
+				first_seen_at, synced_at) VALUES ('main', $1, '1', '1', $2, $3, $4, now() - interval '2 days', now() - interval '1 day')`,
+				id, db.Numeric(total), []byte(raw), h[:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page.Release()
+	}
+	if _, err := pool.Exec(ctx, `
+INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, first_seen_at, valid_from, valid_to, ended_by)
+SELECT source, id, company_id, branch_id, total_bc - 1, payload, '\x00', first_seen_at, first_seen_at, synced_at, 'change'
+FROM erp.invoices ORDER BY id LIMIT 1;
+INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_id, last_sweep_completed_at) VALUES ('main', 'invoices', 1, now() - interval '1 day');
+INSERT INTO erp.sync_runs (source, stream, status, started_at, finished_at, sweep_id)
+VALUES ('main', 'invoices', 'succeeded', now() - interval '1 day', now() - interval '1 day', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	scoped := testdb.Role(t)
+	if _, err := pool.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, 'main', '1')`, scoped); err != nil {
+		t.Fatal(err)
+	}
+	return pool, url, scoped
+}
+
+// migrateUp applies the migrations after releaseBefore.
+func migrateUp(t *testing.T, pool *pgxpool.Pool) error {
+	t.Helper()
+	_, err := db.Migrate(context.Background(), pool, nil)
+	return err
+}
+
+// TestUpgradeFromTheReleaseBefore: a warehouse written by the release
+// before upgrades in place. The typed columns of existing rows, history
+// rows included, are filled as a sync fills them; no label changes and no
+// version is written by the upgrade or the first sync after it, until a
+// record's own labels say otherwise (which relabels without a version);
+// the checkpoint goes to the source's login; a role scoped before is no
+// analyst any more and sees its company only; and the views answer as on
+// a fresh load.
+func TestUpgradeFromTheReleaseBefore(t *testing.T) {
+	sim := erpsim.New(erpsim.Options{Invoices: 300, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
+	pool, url, scoped := legacyWarehouse(t, sim, branchUsers[0])
+	ctx := context.Background()
+	if err := migrateUp(t, pool); err != nil {
+		t.Fatalf("upgrading: %v", err)
+	}
+	q := func(sql string, args ...any) string {
+		t.Helper()
+		var s *string
+		if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if s == nil {
+			return "<null>"
+		}
+		return *s
+	}
+	typedDiffer := `SELECT count(*)::text FROM %s WHERE NOT (
+		invoice_date::text IS NOT DISTINCT FROM payload->>'date' AND number IS NOT DISTINCT FROM payload->>'number'
+		AND status IS NOT DISTINCT FROM payload->>'status' AND currency_code IS NOT DISTINCT FROM payload->>'currency_code'
+		AND customer_id IS NOT DISTINCT FROM payload->'customer'->>'id' AND customer_name IS NOT DISTINCT FROM payload->'customer'->>'name')`
+	for _, table := range []string{"erp.invoices", "erp.invoices_history"} {
+		if n := q(fmt.Sprintf(typedDiffer, table)); n != "0" {
+			t.Errorf("%s: %s rows whose typed columns are not their payload's after the upgrade", table, n)
+		}
+	}
+	if n := q(`SELECT count(*)::text FROM erp.invoices_history`); n != "1" {
+		t.Errorf("%s versions after the upgrade, want the one from before", n)
+	}
+	// The role scoped by the release before.
+	if q(`SELECT pg_has_role($1, 'erpsync_analyst', 'MEMBER')::text`, scoped) != "false" || q(`SELECT pg_has_role($1, 'erpsync_scoped', 'MEMBER')::text`, scoped) != "true" {
+		t.Errorf("%s is still an analyst, or not scoped, after the upgrade", scoped)
+	}
+
+	// The first sync after the upgrade, through the Riyadh login (whose
+	// context, company 1 branch 1, the rows carry), the records carrying
+	// no labels: nothing written, nothing relabelled, no version.
+	runner := &sync.Runner{Pool: pool, Prefetch: 1}
+	tgt := twoLogins(t, sim)
+	tgt.Source, tgt.Logins = "main", tgt.Logins[:1]
+	before := q(`SELECT string_agg(id || company_id || branch_id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`)
+	res := syncLogins(t, runner, tgt, "invoices")[0]
+	if res.Stats.Inserted+res.Stats.Updated+res.Stats.Deleted != 0 {
+		t.Errorf("the first sync after the upgrade wrote %+v", res.Stats)
+	}
+	if after := q(`SELECT string_agg(id || company_id || branch_id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
+		t.Error("the first sync after the upgrade changed labels or rows")
+	}
+	if got := q(`SELECT string_agg(login, ',') FROM erp.sync_checkpoints WHERE stream = 'invoices'`); got != "sync-riyadh" {
+		t.Errorf("checkpoints of invoices: %s, want the one from before claimed by sync-riyadh", got)
+	}
+	// Status speaks of the login only: the run from before logins is no
+	// line of its own (it would be one never fresh).
+	st, err := db.LoadStatus(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, s := range st {
+		lines = append(lines, s.Stream+"/"+s.Login+"/"+string(s.LastRunStatus))
+	}
+	if got := strings.Join(lines, ","); got != "invoices/sync-riyadh/succeeded" {
+		t.Errorf("status after the first sync = %s, want one line, of sync-riyadh", got)
+	}
+
+	// The records now carry their own branch (their payloads change, so
+	// this is a change at the ERP): rows of branch 2 take it.
+	sim.SetRecordLabels(erpsim.LabelsIDs)
+	syncLogins(t, runner, tgt, "invoices")
+	var branch2 int
+	for _, inv := range sim.Invoices() {
+		if inv.BranchID == 2 {
+			branch2++
+		}
+	}
+	if n := q(`SELECT count(*)::text FROM erp.invoices WHERE branch_id = '2'`); n != fmt.Sprint(branch2) || branch2 == 0 {
+		t.Errorf("%s rows relabelled to branch 2, want %d", n, branch2)
+	}
+
+	// The views answer as on a fresh load of the same ERP.
+	fresh, _ := testdb.Pool(t)
+	freshRunner := &sync.Runner{Pool: fresh, Prefetch: 1}
+	syncLogins(t, freshRunner, tgt, "invoices")
+	revenue := `SELECT string_agg(m || ' ' || c || ' ' || s, '; ' ORDER BY m, c) FROM (
+		SELECT date_trunc('month', invoice_date)::date::text AS m, currency_code AS c, sum(total_bc)::text AS s
+		FROM erp.invoices_current WHERE source = 'main' AND status NOT IN ('draft', 'cancelled') GROUP BY 1, 2) x`
+	var upgraded, loaded string
+	if err := pool.QueryRow(ctx, revenue).Scan(&upgraded); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.QueryRow(ctx, revenue).Scan(&loaded); err != nil {
+		t.Fatal(err)
+	}
+	if upgraded != loaded || upgraded == "" {
+		t.Errorf("revenue per month after the upgrade:\n%s\nafter a fresh load:\n%s", upgraded, loaded)
+	}
+	sums := invoiceSumsAs(t, testdb.PoolAs(t, url, scoped), "", "erp.invoices_current")
+	if len(sums) != 1 {
+		t.Errorf("the role scoped before sees %v, want company 1 of main only", sums)
+	}
+}
+
+// TestRelabellingKeepsNoVersion: a record whose payload is unchanged but
+// whose own labels differ from the row's (written before its labels were
+// read) is relabelled in place: no version, synced_at unchanged.
+func TestRelabellingKeepsNoVersion(t *testing.T) {
+	h := newHarness(t, erpsim.Options{Invoices: 60, Users: branchUsers, RecordLabels: erpsim.LabelsIDs})
+	h.client = h.newClient(erp.Options{Username: "sync-riyadh", Password: "riyadh-pw"})
+	h.mustRun("invoices")
+	// As the release before would have it: every row with the token's
+	// labels.
+	if _, err := h.pool.Exec(context.Background(), `UPDATE erp.invoices SET branch_id = '1', listed_by = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	before := h.text(`SELECT string_agg(id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`)
+	h.pool.Exec(context.Background(), `DELETE FROM erp.sweep_pages`) // compare every page
+	res := h.mustRun("invoices")
+	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE branch_id = '2'`); n == 0 || res.Stats.Updated != n {
+		t.Errorf("%d rows relabelled to branch 2, %d updated", n, res.Stats.Updated)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != 0 {
+		t.Errorf("relabelling kept %d versions", n)
+	}
+	if after := h.text(`SELECT string_agg(id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
+		t.Error("relabelling moved synced_at")
+	}
+}
+
+// TestUpgradeStopsAtAnAnalystsView: the upgrade replaces erp.invoices_current
+// (its invoice_date becomes a date); an analyst's own view on it makes the
+// migration fail, naming the view, rather than drop it.
+func TestUpgradeStopsAtAnAnalystsView(t *testing.T) {
+	pool, _, _ := legacyWarehouse(t, erpsim.New(erpsim.Options{Invoices: 10}), erpsim.User{Username: "erpsync", Password: "erpsync-demo-password"})
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE VIEW public.my_revenue AS SELECT source, sum(total_bc) FROM erp.invoices_current GROUP BY 1`); err != nil {
+		t.Fatal(err)
+	}
+	err := migrateUp(t, pool)
+	if err == nil || !strings.Contains(err.Error(), "view my_revenue") || !strings.Contains(err.Error(), "erp.invoices_current") {
+		t.Fatalf("upgrading with an analyst's view on erp.invoices_current: %v; want a failure naming the view", err)
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.my_revenue') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		t.Errorf("the analyst's view is gone (%v)", err)
+	}
+	if _, err := pool.Exec(ctx, `DROP VIEW public.my_revenue`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateUp(t, pool); err != nil {
+		t.Errorf("upgrading once the view is dropped: %v", err)
+	}
+}
+
+// TestOlderBinaryRefusesNewerSchema: during a rolling upgrade a replica
+// of the release before meets a schema migrated past what it knows. Its
+// runs fail before writing anything, saying why; once the schema is one
+// it knows again, it writes.
+func TestOlderBinaryRefusesNewerSchema(t *testing.T) {
+	h := newHarness(t, erpsim.Options{Invoices: 60})
+	h.mustRun("invoices")
+	current, target, err := db.SchemaVersions(context.Background(), h.pool)
+	if err != nil || current != target {
+		t.Fatalf("schema %d, binary %d, %v", current, target, err)
+	}
+	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[3].Status = "void"
+		return inv
+	})
+	before := h.text(`SELECT string_agg(payload_hash::text, ',' ORDER BY id) FROM erp.invoices`)
+	if _, err := h.pool.Exec(context.Background(), `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, target+1); err != nil {
+		t.Fatal(err)
+	}
+	res := h.run("invoices")
+	if res.Status != model.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), fmt.Sprintf("refusing to write: the schema is at version %d, newer than this binary's %d", target+1, target)) {
+		t.Fatalf("a run on a newer schema: %s %v, want it failed, refusing to write", res.Status, res.Err)
+	}
+	if after := h.text(`SELECT string_agg(payload_hash::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
+		t.Error("a run refused for a newer schema wrote rows")
+	}
+	if _, err := h.pool.Exec(context.Background(), `DELETE FROM goose_db_version WHERE version_id = $1`, target+1); err != nil {
+		t.Fatal(err)
+	}
+	if res := h.mustRun("invoices"); res.Stats.Updated != 1 {
+		t.Errorf("on its own schema again, the run updated %d rows, want the one changed", res.Stats.Updated)
+	}
+}
