@@ -246,10 +246,13 @@ func TestDatabaseReady(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		url     string
-		wantErr bool
+		wantErr string // "" when ready; else what the *db.SchemaError says
 	}{
-		{"migrated database", testdb.New(t), false},
-		{"database without the schema", testdb.Empty(t), true},
+		{"migrated database", testdb.New(t), ""},
+		{"database without the schema", testdb.Empty(t), "run `erpsync migrate`"},
+		// A rolling upgrade migrated past this binary: it writes nothing
+		// there, and says so.
+		{"schema newer than the binary", newerSchema(t), "newer than this binary's"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pools, err := db.OpenPools(ctx, tt.url, 1)
@@ -259,8 +262,8 @@ func TestDatabaseReady(t *testing.T) {
 			defer pools.Close()
 			err = databaseReady(ctx, pools)
 			var se *db.SchemaError
-			if tt.wantErr != (err != nil) || tt.wantErr && !errors.As(err, &se) {
-				t.Errorf("databaseReady = %v; want an error: %v (a *db.SchemaError)", err, tt.wantErr)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (!errors.As(err, &se) || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("databaseReady = %v; want a *db.SchemaError saying %q (none when empty)", err, tt.wantErr)
 			}
 			pools.Close()
 			if err := databaseReady(ctx, pools); err == nil || !strings.Contains(err.Error(), "unreachable") {
@@ -268,6 +271,25 @@ func TestDatabaseReady(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newerSchema is a warehouse migrated one version past this binary.
+func newerSchema(t *testing.T) string {
+	t.Helper()
+	url := testdb.New(t)
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	_, target, err := db.SchemaVersions(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, target+1); err != nil {
+		t.Fatal(err)
+	}
+	return url
 }
 
 // ---- connector -------------------------------------------------------------------

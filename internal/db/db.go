@@ -84,7 +84,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error
 	cfg.MaxConnIdleTime = 5 * time.Minute
 	cfg.HealthCheckPeriod = 15 * time.Second
 	for _, o := range opts {
-		o(cfg)
+		if o != nil { // an option left unset is no option
+			o(cfg)
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
