@@ -189,6 +189,22 @@ func (e *command) loadConfig(file string, needERP bool) (config.Config, error) {
 	return config.Load(e.environ, config.Options{ConfigFile: file, Streams: specs(e.catalog), NeedERP: needERP})
 }
 
+// loadConfigForStreams is loadConfig for a command that reads the ERP and
+// takes stream names: a name no source can run is refused before anything
+// starts.
+func (e *command) loadConfigForStreams(file string) (config.Config, error) {
+	cfg, err := e.loadConfig(file, true)
+	if err != nil {
+		return cfg, err
+	}
+	for _, src := range cfg.Sources {
+		if _, err := e.streamsFor(src, e.positional()); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
 // signalContext returns a context cancelled on SIGINT/SIGTERM.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -63,14 +63,9 @@ func cmdSync(e *command) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cfg, err := e.loadConfig(*cfgFile, true)
+	cfg, err := e.loadConfigForStreams(*cfgFile)
 	if err != nil {
 		return err
-	}
-	for _, src := range cfg.Sources {
-		if _, err := e.streamsFor(src, e.positional()); err != nil {
-			return err
-		}
 	}
 	log := newLogger(cfg, e.term)
 	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log)

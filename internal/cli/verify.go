@@ -30,14 +30,9 @@ func cmdVerify(e *command) error {
 	if *sample < 0 {
 		return usageErrorf("--sample: %d is negative", *sample)
 	}
-	cfg, err := e.loadConfig(*cfgFile, true)
+	cfg, err := e.loadConfigForStreams(*cfgFile)
 	if err != nil {
 		return err
-	}
-	for _, src := range cfg.Sources {
-		if _, err := e.streamsFor(src, e.positional()); err != nil {
-			return err
-		}
 	}
 	log := newLogger(cfg, e.term)
 	ctx, cancel := signalContext()
