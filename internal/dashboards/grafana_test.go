@@ -93,3 +93,28 @@ func TestAllPanelsIncludesCollapsedRows(t *testing.T) {
 		t.Errorf("Panels = %s, want top,row,inside", got)
 	}
 }
+
+// A panel's range is the dashboard's, or its own relative time ending at now.
+func TestPanelRange(t *testing.T) {
+	var d Dashboard
+	if err := json.Unmarshal([]byte(`{"time": {"from": "now-11M/M", "to": "now"}}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 31, 23, 59, 59, 999e6, time.UTC)
+	for _, c := range []struct {
+		timeFrom string
+		from     time.Time
+	}{
+		{"", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"30d", time.Date(2026, 12, 1, 23, 59, 59, 999e6, time.UTC)},
+		{"now/w", time.Date(2026, 12, 28, 0, 0, 0, 0, time.UTC)},
+	} {
+		r, err := d.PanelRange(Panel{Title: "p", TimeFrom: c.timeFrom}, now)
+		if err != nil || !r.From.Equal(c.from) || !r.To.Equal(now) {
+			t.Errorf("timeFrom %q: %v..%v, %v; want %v..%v", c.timeFrom, r.From, r.To, err, c.from, now)
+		}
+	}
+	if _, err := d.PanelRange(Panel{Title: "p", TimeFrom: "30x"}, now); err == nil {
+		t.Error("timeFrom 30x: no error")
+	}
+}
