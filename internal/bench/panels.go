@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"regexp"
 	"slices"
@@ -63,6 +64,9 @@ type panelResult struct {
 
 func (r panelResult) ratio(i int) float64 { return r.secs[i] / r.limit }
 
+// over tells whether ratio x misses goal as printed (to two decimals).
+func over(x, goal float64) bool { return math.Round(x*100)/100 > goal }
+
 // misses are the goals r misses, as text.
 func (r panelResult) misses() []string {
 	if !r.c.panel {
@@ -70,11 +74,11 @@ func (r panelResult) misses() []string {
 	}
 	var out []string
 	for i, name := range loginNames {
-		if x := r.ratio(i); x > panelGoal {
+		if x := r.ratio(i); over(x, panelGoal) {
 			out = append(out, fmt.Sprintf("%s %.2fx the limit (goal <= %.2fx)", name, x, panelGoal))
 		}
 	}
-	if x := r.secs[2] / r.secs[1]; x > scopedGoal {
+	if x := r.secs[2] / r.secs[1]; over(x, scopedGoal) {
 		out = append(out, fmt.Sprintf("scoped %.2fx the analyst (goal <= %.2fx)", x, scopedGoal))
 	}
 	return out
@@ -232,13 +236,13 @@ panel report (run 1, N = %d): the panels of %s that read erp.invoices or erp.inv
 		fmt.Fprintf(out, "  %-72s %5d %8.3f", r.c.title+", "+r.c.label, r.rows, r.limit)
 		for i := range loginNames {
 			mark := " "
-			if r.c.panel && r.ratio(i) > panelGoal {
+			if r.c.panel && over(r.ratio(i), panelGoal) {
 				mark = "*"
 			}
 			fmt.Fprintf(out, "  %7.3f %5.2fx%s", r.secs[i], r.ratio(i), mark)
 		}
 		mark := " "
-		if r.c.panel && r.secs[2]/r.secs[1] > scopedGoal {
+		if r.c.panel && over(r.secs[2]/r.secs[1], scopedGoal) {
 			mark = "*"
 		}
 		fmt.Fprintf(out, "  %6.2fx%s\n", r.secs[2]/r.secs[1], mark)
@@ -515,7 +519,7 @@ func explainMisses(ctx context.Context, out io.Writer, r panelResult, su *pgx.Co
 	}
 	fmt.Fprintf(out, "\n  %s, %s: the limit\n      %s\n", r.c.title, r.c.label, p)
 	for i, name := range loginNames {
-		if r.ratio(i) <= panelGoal && (i != 2 || r.secs[2]/r.secs[1] <= scopedGoal) {
+		if !over(r.ratio(i), panelGoal) && (i != 2 || !over(r.secs[2]/r.secs[1], scopedGoal)) {
 			continue
 		}
 		if p, err = plan(conns[i], r.c.sql); err != nil {
