@@ -149,6 +149,7 @@ func (o Options) panelReport(ctx context.Context, dbURL string, changed dashboar
 	if err != nil {
 		return err
 	}
+	o.PanelRuns = max(o.PanelRuns, 1)
 	su, err := connect(ctx, dbURL, nil)
 	if err != nil {
 		return err
