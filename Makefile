@@ -25,10 +25,15 @@ test-short:
 	$(GO) test -race -count=1 -short ./...
 
 ## bench: the performance report (N invoices, default 1,000,000; make bench N=100000), measured on
-## the release binary bin/erpsync by cmd/erpsync-bench (which is not part of it)
+## the release binary bin/erpsync by cmd/erpsync-bench (which is not part of it), ending with the
+## panel report of the warehouse dashboard's invoice panels per login (RUNS=1 for one run;
+## BENCH_FLAGS=--panels=false skips the panel report, BENCH_FLAGS=--explain prints the plans of
+## the panels that miss their goal)
 N ?= 1000000
+RUNS ?= 3
+BENCH_FLAGS ?=
 bench: build
-	$(GO) run ./cmd/erpsync-bench --binary bin/erpsync --invoices $(N)
+	$(GO) run ./cmd/erpsync-bench --binary bin/erpsync --invoices $(N) --runs $(RUNS) $(BENCH_FLAGS)
 
 ## fleet: the fleet report: 200 sources x the 4 core streams, 3000 invoices each, two replicas of
 ## `erpsync run` for about 5 minutes (without -race: a report, not a timed test; ERPSYNC_FLEET_*

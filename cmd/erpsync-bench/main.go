@@ -26,6 +26,10 @@ func main() {
 	fs.IntVar(&o.Runs, "runs", 3, "runs; the report gives medians")
 	fs.IntVar(&o.PageSize, "page-size", 1000, "invoices per page")
 	fs.IntVar(&o.Prefetch, "prefetch", 1, "pages fetched ahead of the page being written")
+	fs.BoolVar(&o.Panels, "panels", true, "the panel report: the dashboard's invoice panels as each login, against a typed copy (after the first run)")
+	fs.StringVar(&o.Dashboard, "dashboard", "deploy/grafana/warehouse.json", "the `dashboard` of the panel report")
+	fs.IntVar(&o.PanelRuns, "panel-runs", 5, "timed executions of each panel query, after one warm-up; the report gives medians")
+	fs.BoolVar(&o.Explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of every panel query that misses a goal, as that login")
 	fs.Parse(os.Args[1:])
 	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
 		o.AdminURL = u

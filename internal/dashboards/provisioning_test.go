@@ -146,15 +146,15 @@ func TestComposeProvisionsGrafana(t *testing.T) {
 	for _, file := range dashboardFiles {
 		d := loadDashboard(t, file)
 		dsVars := map[string]string{} // name: plugin type
-		for _, v := range d.Templating.List {
+		for _, v := range d.Variables {
 			var typ string
 			if v.Type == "datasource" && json.Unmarshal(v.Query, &typ) == nil {
 				dsVars[v.Name] = typ
 			}
 		}
-		refs := map[dsRef]string{} // each data source the dashboard names: a panel naming it
-		for _, p := range d.allPanels() {
-			for _, ref := range p.datasources() {
+		refs := map[DataSourceRef]string{} // each data source the dashboard names: a panel naming it
+		for _, p := range d.Panels() {
+			for _, ref := range p.Datasources() {
 				if ref != nil { // a row; its panels name their own
 					refs[*ref] = p.Title
 				}

@@ -47,7 +47,7 @@ var requiredPanels = []string{
 func TestWarehouseDashboardPanels(t *testing.T) {
 	d := loadDashboard(t, warehouseJSON)
 	var titles []string
-	for _, p := range d.allPanels() {
+	for _, p := range d.Panels() {
 		if p.Type == "row" {
 			continue
 		}
@@ -60,7 +60,7 @@ func TestWarehouseDashboardPanels(t *testing.T) {
 				t.Errorf("panel %q, query %s: no rawSql", p.Title, tg.RefID)
 			}
 		}
-		for i, ref := range p.datasources() {
+		for i, ref := range p.Datasources() {
 			if ref == nil && i > 0 {
 				continue // a query that names none uses the panel's
 			}
@@ -74,7 +74,7 @@ func TestWarehouseDashboardPanels(t *testing.T) {
 			t.Errorf("no panel %q (panels: %q)", want, titles)
 		}
 	}
-	for _, v := range d.Templating.List {
+	for _, v := range d.Variables {
 		if v.Type == "query" && (v.Datasource == nil || v.Datasource.UID != warehouseUID) {
 			t.Errorf("variable %s: data source %+v, want uid %s", v.Name, v.Datasource, warehouseUID)
 		}
@@ -92,20 +92,20 @@ func TestWarehouseDashboardQueries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	dashRange, err := d.dashboardRange(now)
+	dashRange, err := d.Range(now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// What Grafana selects by default: every value (All). A variable's query may use the
 	// variables before it.
 	vars := map[string][]string{}
-	for _, v := range d.Templating.List {
+	for _, v := range d.Variables {
 		if v.Type != "query" {
 			continue // the test gives no other kind: a reference to one is left over, and fails
 		}
-		sql, err := v.sql()
+		sql, err := v.SQL()
 		if err == nil {
-			sql, err = expand(sql, vars, dashRange)
+			sql, err = Expand(sql, vars, dashRange)
 		}
 		if err != nil {
 			t.Fatalf("variable %s: %v", v.Name, err)
@@ -122,17 +122,17 @@ func TestWarehouseDashboardQueries(t *testing.T) {
 
 	type ran struct {
 		sql string
-		r   timeRange
+		r   TimeRange
 	}
 	queries := map[string]ran{} // by panel title, for the checks below
-	for _, p := range d.allPanels() {
-		r, err := d.panelRange(p, now)
+	for _, p := range d.Panels() {
+		r, err := d.PanelRange(p, now)
 		if err != nil {
 			t.Errorf("%v", err)
 			continue
 		}
 		for _, tg := range p.Targets {
-			sql, err := expand(tg.RawSQL, vars, r)
+			sql, err := Expand(tg.RawSQL, vars, r)
 			if err != nil {
 				t.Errorf("panel %q, query %s: %v", p.Title, tg.RefID, err)
 				continue
@@ -159,7 +159,7 @@ func TestWarehouseDashboardQueries(t *testing.T) {
 		want := bookedRevenue(sim, q.r)
 		if g, err := decimal.NewFromString(got); err != nil || !g.Equal(want) {
 			t.Errorf("revenue per month adds up to %s, want %s (booked invoices dated %s..%s)", got, want,
-				q.r.from.Format(time.DateOnly), q.r.to.Format(time.DateOnly))
+				q.r.From.Format(time.DateOnly), q.r.To.Format(time.DateOnly))
 		}
 	}
 	if q, ok := queries["Invoices changed or deleted this week"]; ok {
@@ -252,8 +252,8 @@ func changeERP(sim *erpsim.Sim) {
 
 // bookedRevenue is the panel's answer computed from the simulator: the base-currency total of
 // the invoices neither draft nor cancelled whose date falls in r.
-func bookedRevenue(sim *erpsim.Sim, r timeRange) decimal.Decimal {
-	from, to := r.from.UTC().Format(time.DateOnly), r.to.UTC().Format(time.DateOnly)
+func bookedRevenue(sim *erpsim.Sim, r TimeRange) decimal.Decimal {
+	from, to := r.From.UTC().Format(time.DateOnly), r.To.UTC().Format(time.DateOnly)
 	sum := decimal.Zero
 	for _, inv := range sim.Invoices() {
 		if inv.Raw == nil && inv.Status != "draft" && inv.Status != "cancelled" && inv.Date >= from && inv.Date <= to {
