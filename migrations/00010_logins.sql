@@ -77,8 +77,11 @@ BEGIN
                       ELSE quote_ident(attname) END, ', ' ORDER BY attnum)
       INTO live, old
       FROM pg_attribute WHERE attrelid = entity AND attnum > 0 AND NOT attisdropped;
+    -- PARALLEL SAFE (it only reads): Postgres decides whether a query may
+    -- run in parallel before it inlines the function's SQL, so a function
+    -- not declared so keeps every query calling it on one core.
     EXECUTE format($f$CREATE OR REPLACE FUNCTION erp.%I(ts timestamptz) RETURNS SETOF %s
-        LANGUAGE sql STABLE AS $body$
+        LANGUAGE sql STABLE PARALLEL SAFE AS $body$
             SELECT %s FROM %s
             WHERE synced_at <= ts AND (deleted_at IS NULL OR deleted_at > ts)
             UNION ALL

@@ -16,10 +16,12 @@
 -- connects as one login and SET ROLEs to its users' roles is scoped as
 -- that one login.
 --
--- The caller's grants are read once per query (the policies call
--- erp.session_reads_all() in an init plan and erp.session_grants() in
--- hashed subplans), not once per row, and both are PARALLEL SAFE so that
--- a policy does not turn parallel scans off.
+-- The caller's grants are read once per query, not once per row: the
+-- policies call the erp.session_* functions in init plans, whose values
+-- the leader hands to parallel workers, and test each row with plain
+-- (leakproof) operators against them, so that an index condition on the
+-- table survives the policy. The functions are PARALLEL SAFE: a policy
+-- calling an unsafe one would turn parallel scans off.
 
 -- +goose StatementBegin
 DO $$
@@ -61,6 +63,29 @@ LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog 
                      AND pg_has_role(session_user, r.oid, 'MEMBER'))
 $$;
 -- +goose StatementEnd
+
+-- The grants as the policies test them: the sources of the session's
+-- grants (of its company-wide ones when company_wide is true, of its
+-- branch ones when false), the companies of its company-wide grants, and
+-- whether those are every pairing of those sources and companies (the
+-- usual case: one source, some companies), which one row's source and
+-- company then need no other test.
+-- +goose StatementBegin
+CREATE FUNCTION erp.session_sources(company_wide boolean DEFAULT NULL) RETURNS text[]
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog AS $$
+    SELECT coalesce(array_agg(DISTINCT g.source), '{}') FROM erp.session_grants() g
+    WHERE company_wide IS NULL OR (g.branch_id IS NULL) = company_wide
+$$;
+CREATE FUNCTION erp.session_companies() RETURNS text[]
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog AS $$
+    SELECT coalesce(array_agg(DISTINCT g.company_id), '{}') FROM erp.session_grants() g WHERE g.branch_id IS NULL
+$$;
+CREATE FUNCTION erp.session_companies_are_product() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog AS $$
+    SELECT count(DISTINCT (g.source, g.company_id)) = count(DISTINCT g.source) * count(DISTINCT g.company_id)
+    FROM erp.session_grants() g WHERE g.branch_id IS NULL
+$$;
+-- +goose StatementEnd
 -- Every role that reads a policed table runs them (the policies call
 -- them as the reader); they tell a session only of its own grants.
 
@@ -74,8 +99,11 @@ $$;
 CREATE OR REPLACE PROCEDURE erp.restrict_to_companies(tbl text)
 LANGUAGE plpgsql AS $proc$
 BEGIN
-    CALL erp.restrict(tbl, $r$(source, company_id) IN (SELECT g.source, g.company_id FROM erp.session_grants() g WHERE g.branch_id IS NULL)
-        OR (source, company_id, branch_id) IN (SELECT g.source, g.company_id, g.branch_id FROM erp.session_grants() g WHERE g.branch_id IS NOT NULL)$r$);
+    CALL erp.restrict(tbl, $r$(source = ANY ((SELECT erp.session_sources(true))::text[]) AND company_id = ANY ((SELECT erp.session_companies())::text[])
+            AND ((SELECT erp.session_companies_are_product())
+                 OR (source, company_id) IN (SELECT g.source, g.company_id FROM erp.session_grants() g WHERE g.branch_id IS NULL)))
+        OR (source = ANY ((SELECT erp.session_sources(false))::text[])
+            AND (source, company_id, branch_id) IN (SELECT g.source, g.company_id, g.branch_id FROM erp.session_grants() g WHERE g.branch_id IS NOT NULL))$r$);
 END
 $proc$;
 -- +goose StatementEnd
@@ -84,7 +112,7 @@ $proc$;
 CREATE PROCEDURE erp.restrict_to_sources(tbl text)
 LANGUAGE plpgsql AS $proc$
 BEGIN
-    CALL erp.restrict(tbl, $r$source IN (SELECT g.source FROM erp.session_grants() g)$r$);
+    CALL erp.restrict(tbl, $r$source = ANY ((SELECT erp.session_sources())::text[])$r$);
 END
 $proc$;
 -- +goose StatementEnd
