@@ -10,6 +10,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -48,6 +50,10 @@ type Options struct {
 	Dashboard string
 	PanelRuns int
 	Explain   bool
+	// DatabasePrefix starts the names of the databases the bench creates
+	// and drops (default erpsync_bench_ and a random suffix): two benches
+	// on one server never drop each other's.
+	DatabasePrefix string
 }
 
 // sample is what one run measured.
@@ -66,6 +72,11 @@ type sample struct {
 
 // Run prints the report to out.
 func Run(ctx context.Context, o Options, out io.Writer) error {
+	if o.DatabasePrefix == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		o.DatabasePrefix = "erpsync_bench_" + hex.EncodeToString(b[:]) + "_"
+	}
 	sim := erpsim.New(erpsim.Options{Invoices: o.Invoices, PageSizeCap: o.PageSize})
 	sim.PreEncodeInvoicePages(o.PageSize)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -160,7 +171,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // panel report to panels, after every measured step.
 func (o Options) runOnce(ctx context.Context, sim *erpsim.Sim, base string, i int, panels io.Writer) (sample, error) {
 	var s sample
-	name := fmt.Sprintf("erpsync_bench_%d", i)
+	name := fmt.Sprintf("%s%d", o.DatabasePrefix, i)
 	dbURL, drop, err := o.freshDB(ctx, name)
 	if err != nil {
 		return s, err
@@ -391,7 +402,7 @@ func (o Options) naiveBaseline(ctx context.Context, perPage bool) (naiveResult, 
 	defer stop()
 	go sim.Serve(simCtx, ln)
 
-	dbURL, drop, err := o.freshDB(ctx, "erpsync_bench_naive")
+	dbURL, drop, err := o.freshDB(ctx, o.DatabasePrefix+"naive")
 	if err != nil {
 		return naiveResult{}, err
 	}

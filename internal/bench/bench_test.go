@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -14,12 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/erpsync/erpsync/internal/testdb"
 )
-
-// benchDatabases are the databases a report of one run creates (runOnce's
-// erpsync_bench_<i> and the baseline's).
-var benchDatabases = []string{"erpsync_bench_0", "erpsync_bench_naive"}
 
 // TestRunTiny runs the report behind the published figures at a tiny N
 // against a binary built from this tree, so that a change which breaks
@@ -41,28 +40,21 @@ func TestRunTiny(t *testing.T) {
 	// Skips, or fails in CI, without a server, as every database test.
 	testdb.Admin(t).Close(context.Background())
 	admin := testdb.AdminURL()
-	// The bench's database names are fixed: a bench running on the same
-	// server (`make bench`, another checkout's tests) would have them
-	// dropped under it. In CI nothing else runs, and they are leftovers.
-	if left := benchDatabasesLeft(t); len(left) > 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("databases %v exist before the bench ran: left behind by an earlier run", left)
-		}
-		t.Skipf("databases %v exist: another erpsync bench seems to be running on this server", left)
-	}
+	// Its own prefix: the databases of this run, and of no other bench on
+	// the server (`make bench`, another checkout's tests).
+	prefix := fmt.Sprintf("erpsync_benchtest_%d_", time.Now().UnixNano())
 	// The bench drops its databases itself, whatever happens; this is
 	// for a run that failed half-way (a panic).
 	t.Cleanup(func() {
 		if t.Failed() {
-			dropDatabases(t)
+			dropDatabases(t, prefix)
 		}
 	})
-
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := buildErpsync(t, ctx)
 	var out bytes.Buffer
-	err := Run(ctx, Options{AdminURL: admin, Binary: bin, Invoices: 300, Baseline: 100, Runs: 1, PageSize: 100, Prefetch: 1}, &out)
+	err := Run(ctx, Options{AdminURL: admin, Binary: bin, Invoices: 300, Baseline: 100, Runs: 1, PageSize: 100, Prefetch: 1, DatabasePrefix: prefix}, &out)
 	report := out.String()
 	t.Logf("report:\n%s", report)
 	if err != nil {
@@ -97,7 +89,7 @@ func TestRunTiny(t *testing.T) {
 	if m := regexp.MustCompile(`1% changed, history +\S+ s +(\d+) versions kept`).FindStringSubmatch(report); m == nil || m[1] != "3" {
 		t.Errorf("versions kept by the 1%% change: %v, want 3", m)
 	}
-	if left := benchDatabasesLeft(t); len(left) > 0 {
+	if left := benchDatabases(t, prefix); len(left) > 0 {
 		t.Errorf("the bench left its databases behind: %v", left)
 	}
 }
@@ -136,28 +128,27 @@ func moduleRoot() (string, error) {
 	}
 }
 
-func benchDatabasesLeft(t *testing.T) []string {
+// benchDatabases are the databases whose names start with prefix.
+func benchDatabases(t *testing.T, prefix string) []string {
 	t.Helper()
 	conn := testdb.Admin(t)
 	defer conn.Close(context.Background())
-	var left []string
-	for _, name := range benchDatabases {
-		var exists bool
-		if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-			t.Fatal(err)
-		}
-		if exists {
-			left = append(left, name)
-		}
+	rows, err := conn.Query(context.Background(), `SELECT datname FROM pg_database WHERE starts_with(datname, $1) ORDER BY 1`, prefix)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return left
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
-func dropDatabases(t *testing.T) {
+func dropDatabases(t *testing.T, prefix string) {
 	conn := testdb.Admin(t)
 	defer conn.Close(context.Background())
-	for _, name := range benchDatabases {
-		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+	for _, name := range benchDatabases(t, prefix) {
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
 			t.Errorf("dropping %s: %v", name, err)
 		}
 	}
