@@ -161,6 +161,16 @@ func Forbidden(permission string) string {
 	return perm + ", or the ERP's licence does not cover the route, or the login's company or branch context cannot reach it"
 }
 
+// refusedBecause adds to a 403 the causes an administrator should look
+// at (Forbidden), so that a failed run's error says what probe would.
+func refusedBecause(err error, permission string) error {
+	var he *erp.HTTPError
+	if errors.As(err, &he) && he.Status == http.StatusForbidden {
+		return fmt.Errorf("%w: %s", err, Forbidden(permission))
+	}
+	return err
+}
+
 // Page records the envelope and the paging signals of an answer to a
 // request that asked for asked records (0: asked for no page size), and
 // warns of a list that may be cut.

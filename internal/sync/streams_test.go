@@ -2,6 +2,7 @@ package sync_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync/streams"
 )
 
@@ -91,5 +93,22 @@ func TestDriftOfStreamsOfTheirOwn(t *testing.T) {
 			want.stream, want.field, want.change); n != 1 {
 			t.Errorf("no drift: %s %s %s", want.stream, want.field, want.change)
 		}
+	}
+}
+
+// TestRefusedRunNamesTheCauses: a run the ERP refuses (403) fails with
+// every cause the reference gives, in its error and in erp.sync_runs, as
+// probe says it.
+func TestRefusedRunNamesTheCauses(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 10})
+	h.sim.SetRouteStatus("/accounts/api/journal-entries/", http.StatusForbidden)
+	res := h.run("journal_entries")
+	want := "lacks accounts.journal.view, or the ERP's licence does not cover the route, or the login's company or branch context cannot reach it"
+	if res.Status != model.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), want) {
+		t.Fatalf("a refused run: %s %v, want it failed naming %q", res.Status, res.Err, want)
+	}
+	if got := h.text(`SELECT error FROM erp.sync_runs WHERE stream = 'journal_entries'`); !strings.Contains(got, want) {
+		t.Errorf("erp.sync_runs.error = %q, want it to name the causes", got)
 	}
 }
