@@ -117,6 +117,17 @@ END
 $proc$;
 -- +goose StatementEnd
 
+-- erp.withhold_from_scoped(table): read only by the sessions that read
+-- all; a scoped login sees no row, whatever roles it also holds.
+-- +goose StatementBegin
+CREATE PROCEDURE erp.withhold_from_scoped(tbl text)
+LANGUAGE plpgsql AS $proc$
+BEGIN
+    CALL erp.restrict(tbl, 'false');
+END
+$proc$;
+-- +goose StatementEnd
+
 -- +goose StatementBegin
 CREATE PROCEDURE erp.restrict(tbl text, scoped text)
 LANGUAGE plpgsql AS $proc$
@@ -136,7 +147,8 @@ BEGIN
 END
 $proc$;
 -- +goose StatementEnd
-REVOKE ALL ON PROCEDURE erp.restrict_to_companies(text), erp.restrict_to_sources(text), erp.restrict(text, text) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE erp.restrict_to_companies(text), erp.restrict_to_sources(text), erp.withhold_from_scoped(text),
+    erp.restrict(text, text) FROM PUBLIC;
 
 -- Every table with a company: by company. Currencies and their rates
 -- (shared by a source's companies) and the bookkeeping of runs (a scoped
@@ -158,6 +170,18 @@ BEGIN
     END LOOP;
     FOREACH tbl IN ARRAY ARRAY['currencies', 'currencies_history', 'currency_rates', 'sync_checkpoints', 'sync_runs'] LOOP
         CALL erp.restrict_to_sources(tbl);
+    END LOOP;
+    -- The rest name records without saying whose company they are of
+    -- (rejected records and drift quote values, the documents whose lines
+    -- were read, the sweeps' bookkeeping): withheld from scoped sessions,
+    -- whatever roles they also hold.
+    FOR tbl IN
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'erp' AND c.relkind = 'r' AND c.relname <> 'company_grants'
+          AND NOT EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = 'reads')
+        ORDER BY c.relname
+    LOOP
+        CALL erp.withhold_from_scoped(tbl);
     END LOOP;
 END
 $$;
