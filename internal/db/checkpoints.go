@@ -292,14 +292,18 @@ type PageDigest struct {
 	Request, Answer [sha256.Size]byte
 }
 
+// Answers are the digests of what a sweep's requests were answered with,
+// by the digest of the request.
+type Answers map[[sha256.Size]byte][sha256.Size]byte
+
 // PageDigests returns what each request of a sweep was answered with.
-func PageDigests(ctx context.Context, q Querier, k StreamKey, sweepID int64) (map[[sha256.Size]byte][sha256.Size]byte, error) {
+func PageDigests(ctx context.Context, q Querier, k StreamKey, sweepID int64) (Answers, error) {
 	rows, err := q.Query(ctx, `SELECT request, answer FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $4 AND sweep_id = $3`,
 		k.Source, k.Stream, sweepID, k.Login)
 	if err != nil {
 		return nil, fmt.Errorf("reading page digests: %w", Describe(err))
 	}
-	out := map[[sha256.Size]byte][sha256.Size]byte{}
+	out := Answers{}
 	var req, ans []byte
 	_, err = pgx.ForEachRow(rows, []any{&req, &ans}, func() error {
 		if len(req) == sha256.Size && len(ans) == sha256.Size {

@@ -161,14 +161,14 @@ func (l *List) reprepare(b *preparedPage) {
 type knownPages struct {
 	on      bool   // the sweep records its pages (all but bulk loads' pages are looked up)
 	context []byte // what the request digest covers besides the request
-	answers map[[sha256.Size]byte][sha256.Size]byte
+	answers db.Answers
 }
 
 // digestVersion changes whenever the way records become rows changes: the
 // pages a previous version recorded are then known no more.
 const digestVersion = "3"
 
-func (l *List) knownPages(sc model.Scope, answers map[[sha256.Size]byte][sha256.Size]byte) knownPages {
+func (l *List) knownPages(sc model.Scope, answers db.Answers) knownPages {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00", digestVersion, l.Stream, sc.Source, sc.Login, sc.CompanyID, sc.BranchID)
 	for _, c := range l.Columns {

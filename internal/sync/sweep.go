@@ -2,7 +2,6 @@ package sync
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -79,7 +78,7 @@ func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
 // walk reads pages from a page source and hands them to a committer
 // until the sweep's last page is committed or something fails.
 func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
-	var answers map[[sha256.Size]byte][sha256.Size]byte
+	var answers db.Answers
 	if !cp.BulkLoad && cp.LastSweepID != 0 {
 		var err error
 		if answers, err = db.PageDigests(ctx, r.conn, r.key, cp.LastSweepID); err != nil {

@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -238,7 +237,7 @@ func (t *Table) Row(rec erp.Record, raw json.RawMessage, values []any, drift *Dr
 	if drift == nil {
 		drift = &Drift{}
 	}
-	row := db.Row{ID: id, Values: values, Payload: raw, Hash: sha256.Sum256(raw), Labels: RecordLabels(rec)}
+	row := db.Row{ID: id, Values: values, Payload: raw, Hash: db.PayloadHash(raw), Labels: RecordLabels(rec)}
 	var nested nestedCache
 	for i, c := range t.Columns {
 		if c.Lenient {

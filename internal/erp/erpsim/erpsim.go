@@ -326,12 +326,16 @@ func (s *Sim) SetFaults(f Faults) {
 	s.rlCount, s.seCount, s.dropN = 0, 0, 0
 }
 
-// SetMoneyAsString switches money between JSON numbers and JSON strings.
-func (s *Sim) SetMoneyAsString(b bool) {
+// set changes one knob under the simulator's lock: the setters below are
+// each one knob.
+func set[T any](s *Sim, knob *T, v T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.money = b
+	*knob = v
 }
+
+// SetMoneyAsString switches money between JSON numbers and JSON strings.
+func (s *Sim) SetMoneyAsString(b bool) { set(s, &s.money, b) }
 
 // SetListEnvelope changes the envelope of the simple lists.
 func (s *Sim) SetListEnvelope(e Envelope) {
@@ -344,25 +348,13 @@ func (s *Sim) SetListEnvelope(e Envelope) {
 }
 
 // SetLatency changes the delay added before every answer.
-func (s *Sim) SetLatency(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.latency = d
-}
+func (s *Sim) SetLatency(d time.Duration) { set(s, &s.latency, d) }
 
 // SetHook installs a hook consulted first for every request; nil clears it.
-func (s *Sim) SetHook(h Hook) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hook = h
-}
+func (s *Sim) SetHook(h Hook) { set(s, &s.hook, h) }
 
 // SetForbidLogin makes logins with good credentials answer 403.
-func (s *Sim) SetForbidLogin(b bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.forbidLogin = b
-}
+func (s *Sim) SetForbidLogin(b bool) { set(s, &s.forbidLogin, b) }
 
 // SetTokenStatus makes successful logins answer code (e.g. 201 Created)
 // with the normal token body; a code outside 200..299 restores 200.

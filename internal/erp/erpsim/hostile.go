@@ -241,11 +241,7 @@ func (s *Sim) HostileDetailIDs() HostileDetails {
 // SetHostileDetails switches the odd records of the detail and custom routes
 // on or off; HostileDetailIDs names them. The lists themselves (journal
 // entries, cashboxes) do not change.
-func (s *Sim) SetHostileDetails(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hostileDetails = on
-}
+func (s *Sim) SetHostileDetails(on bool) { set(s, &s.hostileDetails, on) }
 
 // malformedPreview is the body of the broken journal preview: cut off in
 // the middle of a line.

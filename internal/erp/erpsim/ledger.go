@@ -192,11 +192,7 @@ func (s *Sim) PostLateEntry(branch int, date string, accountCode string, amount 
 // SetBalanceSheetIgnoresDate makes the balance-sheet route answer the tree
 // as of today whatever date_to says (even a malformed one), as an
 // installation whose report does not read the parameter does.
-func (s *Sim) SetBalanceSheetIgnoresDate(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ignoresDate = on
-}
+func (s *Sim) SetBalanceSheetIgnoresDate(on bool) { set(s, &s.ignoresDate, on) }
 
 // BalanceSheetTotals is what a balance-sheet tree holds.
 type BalanceSheetTotals struct {

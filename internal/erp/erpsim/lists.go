@@ -57,11 +57,7 @@ const (
 )
 
 // SetCursorRefusal changes how refused cursors are answered.
-func (s *Sim) SetCursorRefusal(k CursorRefusal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refusal = k
-}
+func (s *Sim) SetCursorRefusal(k CursorRefusal) { set(s, &s.refusal, k) }
 
 func (s *Sim) refuseCursor(w http.ResponseWriter) {
 	s.mu.Lock()

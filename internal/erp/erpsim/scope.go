@@ -46,18 +46,10 @@ const (
 )
 
 // SetListScope changes what the lists of every token hold.
-func (s *Sim) SetListScope(sc ListScope) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.scope = sc
-}
+func (s *Sim) SetListScope(sc ListScope) { set(s, &s.scope, sc) }
 
 // SetRecordLabels changes how records name their company and branch.
-func (s *Sim) SetRecordLabels(l RecordLabels) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.labels = l
-}
+func (s *Sim) SetRecordLabels(l RecordLabels) { set(s, &s.labels, l) }
 
 // Branches returns the installation's branches, sorted.
 func (s *Sim) Branches() []int {

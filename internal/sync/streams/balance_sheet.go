@@ -2,7 +2,6 @@ package streams
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -210,7 +209,7 @@ func (s balanceSheet) read(ctx context.Context, r *sync.Run, asOf string) (tree,
 // position under its parent. Its children come back even when the node
 // itself cannot be used, so one bad node does not lose its subtree.
 func treeNode(raw json.RawMessage, parent string, depth, index int, drift *sync.Drift) (db.TreeNode, json.RawMessage, error) {
-	n := db.TreeNode{Parent: parent, Depth: depth, Payload: raw, Hash: sha256.Sum256(raw)}
+	n := db.TreeNode{Parent: parent, Depth: depth, Payload: raw, Hash: db.PayloadHash(raw)}
 	rec, err := erp.ParseRecord(raw)
 	if err != nil {
 		return n, nil, err

@@ -3,7 +3,6 @@ package streams
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -134,7 +133,7 @@ func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) error
 				r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: %v", box, err), Record: raw})
 				continue
 			}
-			row := db.AccessRow{User: user, Payload: raw, Hash: sha256.Sum256(raw)}
+			row := db.AccessRow{User: user, Payload: raw, Hash: db.PayloadHash(raw)}
 			if i, dup := at[user]; dup {
 				r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: user %s listed twice; the later grant kept", box, user), Record: rows[i].Payload})
 				rows[i] = row

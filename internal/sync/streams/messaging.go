@@ -2,7 +2,6 @@ package streams
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/http"
 
@@ -64,7 +63,7 @@ func (s messagingStats) Sync(ctx context.Context, r *sync.Run) error {
 		})
 	}
 	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		wrote, err := db.AppendMessagingStats(ctx, tx, r.Scope(), payload, sha256.Sum256(payload))
+		wrote, err := db.AppendMessagingStats(ctx, tx, r.Scope(), payload, db.PayloadHash(payload))
 		st := model.RunStats{Pages: 1, Seen: 1, Unchanged: 1}
 		if wrote {
 			st.Inserted, st.Unchanged = 1, 0
