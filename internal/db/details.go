@@ -118,11 +118,11 @@ type AccessRow struct {
 
 // UpsertCashboxAccess writes the grants of one cashbox, labelled as the
 // cashbox is (lb: its own labels, or the login's context): new or changed
-// ones are upserted, ones no longer listed are marked deleted (and revived
-// if they come back). Unchanged grants are not touched. As for entity
-// rows, labels change only with a cashbox's own, and deletion is decided
-// by the login that listed a grant first.
-func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc model.Scope, cashbox string, lb Labels, rows []AccessRow) (UpsertResult, int64, error) {
+// ones are upserted, and ones marked deleted that are listed again are
+// revived. Unchanged grants are not touched. As for entity rows, labels
+// change only with a cashbox's own. Grants no longer listed are marked at
+// the end of the read, through the deletion guard (CashboxAccessGone).
+func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc model.Scope, cashbox string, lb Labels, rows []AccessRow) (UpsertResult, error) {
 	users := make([]string, len(rows))
 	payloads := make([][]byte, len(rows))
 	hashes := make([][]byte, len(rows))
@@ -153,46 +153,51 @@ WITH up AS (
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
 		sc.Source, company, branch, cashbox, users, payloads, hashes, listedBy(sc), lb.Own).Scan(&res.Inserted, &res.Updated)
 	if err != nil {
-		return res, 0, fmt.Errorf("cashbox_access of %s: %w", cashbox, Describe(err))
+		return res, fmt.Errorf("cashbox_access of %s: %w", cashbox, Describe(err))
 	}
 	res.Unchanged = int64(len(rows)) - res.Inserted - res.Updated
-	tag, err := tx.Exec(ctx, `
-UPDATE erp.cashbox_access t SET deleted_at = now()
-WHERE t.source = $1 AND t.cashbox_id = $4 AND t.deleted_at IS NULL AND `+decidedBy("t", "$2", "$3", "$6")+`
-  AND t."user" <> ALL ($5::text[])`,
-		sc.Source, sc.CompanyID, sc.BranchID, cashbox, users, listedBy(sc))
-	if err != nil {
-		return res, 0, fmt.Errorf("cashbox_access of %s: mark deleted: %w", cashbox, Describe(err))
-	}
-	return res, tag.RowsAffected(), nil
+	return res, nil
 }
 
-// CashboxAccessGone counts the scope's live grants of cashboxes not in
-// keep, and all its live grants; with digest, it names the gone ones by a
+// AccessListed is what a complete read of the access lists found: each
+// grant listed (Cashboxes[i], Users[i]), and the cashboxes whose grants
+// are kept as they are (their access route answered 404).
+type AccessListed struct {
+	Cashboxes, Users []string
+	Kept             []string
+}
+
+// accessGone is the scope's live grants a read no longer listed.
+const accessGone = `t.source = $1 AND t.deleted_at IS NULL AND %s
+  AND t.cashbox_id <> ALL (coalesce($6::text[], '{}'))
+  AND NOT EXISTS (SELECT 1 FROM unnest($4::text[], $5::text[]) AS k(cashbox_id, usr) WHERE k.cashbox_id = t.cashbox_id AND k.usr = t."user")`
+
+// CashboxAccessGone counts the scope's live grants the read did not list,
+// and all its live grants; with digest, it names the gone ones by a
 // digest of their (cashbox, user) pairs.
-func CashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, keep []string, digest bool) (gone, live int64, d []byte, err error) {
+func CashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, l AccessListed, digest bool) (gone, live int64, d []byte, err error) {
 	err = tx.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE t.cashbox_id <> ALL ($4::text[])), count(*),
-       CASE WHEN $5 THEN sha256(convert_to(string_agg(t.cashbox_id || E'\t' || t."user", E'\n' ORDER BY t.cashbox_id COLLATE "C", t."user" COLLATE "C")
-           FILTER (WHERE t.cashbox_id <> ALL ($4::text[])), 'UTF8')) END
-FROM erp.cashbox_access t
-WHERE t.source = $1 AND t.deleted_at IS NULL AND `+decidedBy("t", "$2", "$3", "$6"),
-		sc.Source, sc.CompanyID, sc.BranchID, keep, digest, listedBy(sc)).Scan(&gone, &live, &d)
+SELECT count(*) FILTER (WHERE gone), count(*),
+       CASE WHEN $8 THEN sha256(convert_to(string_agg(cashbox_id || E'\t' || "user", E'\n' ORDER BY cashbox_id COLLATE "C", "user" COLLATE "C")
+           FILTER (WHERE gone), 'UTF8')) END
+FROM (SELECT t.cashbox_id, t."user", (`+fmt.Sprintf(accessGone, "true")+`) AS gone
+      FROM erp.cashbox_access t
+      WHERE t.source = $1 AND t.deleted_at IS NULL AND `+decidedBy("t", "$2", "$3", "$7")+`) x`,
+		sc.Source, sc.CompanyID, sc.BranchID, l.Cashboxes, l.Users, l.Kept, listedBy(sc), digest).Scan(&gone, &live, &d)
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("cashbox_access of cashboxes no longer listed: %w", Describe(err))
+		return 0, 0, nil, fmt.Errorf("cashbox_access no longer listed: %w", Describe(err))
 	}
 	return gone, live, d, nil
 }
 
-// MarkCashboxAccessGone marks deleted the grants of the scope's cashboxes
-// that are not in keep (the cashboxes the ERP still lists).
-func MarkCashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, keep []string) (int64, error) {
-	tag, err := tx.Exec(ctx, `
-UPDATE erp.cashbox_access t SET deleted_at = now()
-WHERE t.source = $1 AND t.deleted_at IS NULL AND `+decidedBy("t", "$2", "$3", "$5")+`
-  AND t.cashbox_id <> ALL ($4::text[])`, sc.Source, sc.CompanyID, sc.BranchID, keep, listedBy(sc))
+// MarkCashboxAccessGone marks deleted the scope's live grants the read
+// did not list.
+func MarkCashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, l AccessListed) (int64, error) {
+	tag, err := tx.Exec(ctx, `UPDATE erp.cashbox_access t SET deleted_at = now() WHERE `+
+		fmt.Sprintf(accessGone, decidedBy("t", "$2", "$3", "$7")),
+		sc.Source, sc.CompanyID, sc.BranchID, l.Cashboxes, l.Users, l.Kept, listedBy(sc))
 	if err != nil {
-		return 0, fmt.Errorf("cashbox_access of cashboxes no longer listed: %w", Describe(err))
+		return 0, fmt.Errorf("cashbox_access no longer listed: %w", Describe(err))
 	}
 	return tag.RowsAffected(), nil
 }
@@ -217,9 +222,9 @@ func DocumentsNeedingLines(ctx context.Context, q Reader, table, kind string, sc
 SELECT d.id, d.payload_hash, d.company_id, d.branch_id FROM %s d
 LEFT JOIN erp.journal_line_documents l ON l.source = d.source AND l.document_kind = $2 AND l.document_id = d.id
 WHERE d.source = $1 AND d.deleted_at IS NULL AND (l.document_hash IS NULL OR l.document_hash <> d.payload_hash)
-  AND (d.listed_by = $5 OR (d.listed_by IS NULL AND d.company_id = $6 AND d.branch_id = $7))
+  AND `+decidedBy("d", "$6", "$7", "$5")+`
   AND d.id > $3
-ORDER BY d.id LIMIT $4`, pgx.Identifier(strings.Split(table, ".")).Sanitize()), sc.Source, kind, after, limit, sc.Login, sc.CompanyID, sc.BranchID)
+ORDER BY d.id LIMIT $4`, pgx.Identifier(strings.Split(table, ".")).Sanitize()), sc.Source, kind, after, limit, listedBy(sc), sc.CompanyID, sc.BranchID)
 	if err != nil {
 		return nil, fmt.Errorf("documents of %s: %w", table, Describe(err))
 	}

@@ -80,3 +80,38 @@ func TestListCutAtDefaultPageSizeMarksNothing(t *testing.T) {
 		t.Errorf("a list of ten that lost nothing noted %q", note)
 	}
 }
+
+// TestEmptyAccessListsAreHeld: access lists are read cashbox by cashbox,
+// and what they no longer list is decided once, at the end, by the
+// deletion guard: every list answered empty (a permission withdrawn) is
+// held; one cashbox whose users were all removed is marked.
+func TestEmptyAccessListsAreHeld(t *testing.T) {
+	h := newHarness(t, erpsim.Options{})
+	h.mustRun("cashbox_access")
+	live := h.count(`SELECT count(*) FROM erp.cashbox_access WHERE deleted_at IS NULL`)
+	boxes := strings.Split(h.text(`SELECT string_agg(DISTINCT cashbox_id, ',') FROM erp.cashbox_access`), ",")
+	if live < 4 || len(boxes) < 2 {
+		t.Fatalf("%d grants of %d cashboxes: too few to tell", live, len(boxes))
+	}
+	access := func(box string) string { return "/accounts/api/cashboxes/" + box + "/access/" }
+	for _, box := range boxes {
+		h.sim.SetEmptyList(access(box), true)
+	}
+	res := h.mustRun("cashbox_access")
+	if res.Stats.Deleted != 0 || res.HeldDeletions != live {
+		t.Errorf("every access list empty: deleted %d, held %d; want none deleted, %d held", res.Stats.Deleted, res.HeldDeletions, live)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.cashbox_access WHERE deleted_at IS NULL`); n != live {
+		t.Errorf("%d live grants after empty lists, want %d", n, live)
+	}
+	for _, box := range boxes[1:] {
+		h.sim.SetEmptyList(access(box), false)
+	}
+	gone := h.count(`SELECT count(*) FROM erp.cashbox_access WHERE cashbox_id = $1`, boxes[0])
+	if res := h.mustRun("cashbox_access"); res.Stats.Deleted != gone || res.HeldDeletions != 0 {
+		t.Errorf("one cashbox's users removed: deleted %d, held %d; want %d and 0", res.Stats.Deleted, res.HeldDeletions, gone)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.cashbox_access WHERE deleted_at IS NOT NULL AND cashbox_id <> $1`, boxes[0]); n != 0 {
+		t.Errorf("%d grants of other cashboxes marked deleted", n)
+	}
+}

@@ -74,20 +74,24 @@ func TestBalanceSheetIgnoringDateIsNamed(t *testing.T) {
 	}
 }
 
-// TestDriftOfStreamsOfTheirOwn: a field a journal line or a tree node is
-// read from that is renamed at the ERP is recorded as drift, never a
-// silent NULL.
+// TestDriftOfStreamsOfTheirOwn: a field a journal line, a tree node, a
+// cashbox's grant or the messaging statistics carry that is renamed at
+// the ERP is recorded as drift, never a silent NULL.
 func TestDriftOfStreamsOfTheirOwn(t *testing.T) {
 	h := newHarness(t, erpsim.Options{})
 	h.sim.SetFieldDrift("/accounts/api/journal-entries/{pk}/journal-preview/",
 		map[string]json.RawMessage{"debit_amount": json.RawMessage(`"1.00"`)}, []string{"debit"})
 	h.sim.SetFieldDrift("/accounts/api/balance-sheet-tree/", map[string]json.RawMessage{"amount": json.RawMessage(`"1.00"`)}, []string{"balance"})
-	h.mustRun("journal_entries")
-	h.mustRun("journal_lines")
-	h.mustRun("balance_sheet")
+	h.sim.SetFieldDrift("/accounts/api/cashboxes/1/access/", map[string]json.RawMessage{"can_approve": json.RawMessage(`true`)}, []string{"can_post"})
+	h.sim.SetFieldDrift("/messaging/api/stats/", map[string]json.RawMessage{"delivered": json.RawMessage(`40`)}, []string{"queued"})
+	for _, s := range []string{"journal_entries", "journal_lines", "balance_sheet", "cashbox_access", "messaging_stats"} {
+		h.mustRun(s)
+	}
 	for _, want := range []struct{ stream, field, change string }{
 		{"journal_lines", "debit", "missing"}, {"journal_lines", "debit_amount", "added"},
 		{"balance_sheet", "balance", "missing"}, {"balance_sheet", "amount", "added"},
+		{"cashbox_access", "can_post", "missing"}, {"cashbox_access", "can_approve", "added"},
+		{"messaging_stats", "queued", "missing"}, {"messaging_stats", "delivered", "added"},
 	} {
 		if n := h.count(`SELECT count(*) FROM erp.schema_drift WHERE stream = $1 AND field = $2 AND change = $3 AND count > 0`,
 			want.stream, want.field, want.change); n != 1 {

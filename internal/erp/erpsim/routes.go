@@ -112,10 +112,21 @@ func (s *Sim) serveItems(w http.ResponseWriter, r *http.Request, items any, lay 
 	s.serveRecords(w, r, recs, lay)
 }
 
-// object serves a route whose answer is {"ok":true,"data":{...}}.
+// object serves a route whose answer is {"ok":true,"data":{...}}; the
+// object drifts as SetFieldDrift says for the route's path.
 func (s *Sim) object(pick func(*fixtures) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		writeValue(w, http.StatusOK, okData{OK: true, Data: pick(s.fixtures())})
+		o := s.override(r.URL.Path)
+		if o.drift == nil {
+			writeValue(w, http.StatusOK, okData{OK: true, Data: pick(s.fixtures())})
+			return
+		}
+		rec, err := json.Marshal(pick(s.fixtures()))
+		if err != nil {
+			serverError(w, err)
+			return
+		}
+		writeBytes(w, http.StatusOK, append(append([]byte(`{"ok":true,"data":`), o.drift.apply(nil, rec)...), '}'))
 	}
 }
 

@@ -35,20 +35,29 @@ func (s cashboxAccess) Sync(ctx context.Context, r *sync.Run) error {
 	if err != nil {
 		return err
 	}
-	ids := make([]string, len(boxes))
-	for i, box := range boxes {
+	// What was listed decides, at the end, which grants are gone: through
+	// the deletion guard, so that access lists answered empty by an ERP
+	// that withdrew a permission do not wipe every grant.
+	var listed db.AccessListed
+	for _, box := range boxes {
 		if err := r.Stopped(); err != nil {
 			return err
 		}
-		if err := s.grants(ctx, r, box); err != nil {
+		users, kept, err := s.grants(ctx, r, box)
+		if err != nil {
 			return err
 		}
-		ids[i] = box.id
+		if kept {
+			listed.Kept = append(listed.Kept, box.id)
+		}
+		for _, u := range users {
+			listed.Cashboxes, listed.Users = append(listed.Cashboxes, box.id), append(listed.Users, u)
+		}
 	}
-	boxes = nil
-	// Grants of cashboxes the (whole) list no longer holds are gone.
+	// Grants no longer listed (their cashbox's list, or the whole list of
+	// cashboxes, no longer holds them) are gone.
 	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		gone, live, _, err := db.CashboxAccessGone(ctx, tx, r.Scope(), ids, false)
+		gone, live, _, err := db.CashboxAccessGone(ctx, tx, r.Scope(), listed, false)
 		if err != nil {
 			return model.RunStats{}, err
 		}
@@ -56,10 +65,10 @@ func (s cashboxAccess) Sync(ctx context.Context, r *sync.Run) error {
 			Rows: gone,
 			Live: live,
 			Digest: func() ([]byte, error) {
-				_, _, d, err := db.CashboxAccessGone(ctx, tx, r.Scope(), ids, true)
+				_, _, d, err := db.CashboxAccessGone(ctx, tx, r.Scope(), listed, true)
 				return d, err
 			},
-			Mark: func() (int64, error) { return db.MarkCashboxAccessGone(ctx, tx, r.Scope(), ids) },
+			Mark: func() (int64, error) { return db.MarkCashboxAccessGone(ctx, tx, r.Scope(), listed) },
 		})
 		return model.RunStats{Deleted: n}, err
 	})
@@ -101,14 +110,15 @@ func (s cashboxAccess) cashboxes(ctx context.Context, r *sync.Run) ([]cashbox, e
 	}
 }
 
-// grants reads and commits the access list of one cashbox. A cashbox whose
-// access route answers 404 (deleted since it was listed) keeps what the
-// warehouse has until the list drops it.
-func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) error {
+// grants reads and commits the access list of one cashbox and returns
+// the users it lists. A cashbox whose access route answers 404 (deleted
+// since it was listed) keeps what the warehouse has until the list drops
+// it (kept).
+func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) (users []string, kept bool, err error) {
 	box := c.id
 	path := erp.DetailPath(s.path, box, "/access/")
 	var rows []db.AccessRow
-	at := map[string]int{} // a user listed twice keeps the last grant
+	var drift sync.Drift
 	seen := 0
 	l := r.Client().List(erp.ListRequest{Path: path})
 	for {
@@ -120,40 +130,49 @@ func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) error
 		if errors.As(err, &he) && he.Status == http.StatusNotFound {
 			r.Log().Warn("cashbox access route answered 404; keeping its grants", "cashbox", box)
 			r.Note("cashbox %s: access route answered 404 (cashbox gone?); its grants were kept", box)
-			return nil
+			return nil, true, nil
 		}
 		if err != nil {
-			return fmt.Errorf("%s: cashbox %s: %w", s.Name(), box, err)
+			return nil, false, fmt.Errorf("%s: cashbox %s: %w", s.Name(), box, err)
 		}
 		for _, raw := range page.Records {
 			seen++
 			raw = bytes.Clone(raw) // the page's memory is reused once released
-			user, err := grantUser(raw)
+			user, err := grantUser(raw, box, &drift)
 			if err != nil {
 				r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: %v", box, err), Record: raw})
 				continue
 			}
-			row := db.AccessRow{User: user, Payload: raw, Hash: db.PayloadHash(raw)}
-			if i, dup := at[user]; dup {
-				r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: user %s listed twice; the later grant kept", box, user), Record: rows[i].Payload})
-				rows[i] = row
-				continue
-			}
-			at[user] = len(rows)
-			rows = append(rows, row)
+			rows = append(rows, db.AccessRow{User: user, Payload: raw, Hash: db.PayloadHash(raw)})
 		}
 		page.Release()
 	}
-	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		up, deleted, err := db.UpsertCashboxAccess(ctx, tx, r.Scope(), box, c.labels, rows)
-		return model.RunStats{Pages: 1, Seen: int64(seen), Inserted: up.Inserted, Updated: up.Updated,
-			Unchanged: up.Unchanged, Deleted: deleted}, err
+	rows = sync.KeepLast(rows, func(g db.AccessRow) string { return g.User }, func(earlier db.AccessRow) {
+		r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: user %s listed twice; the later grant kept", box, earlier.User), Record: earlier.Payload})
 	})
+	r.Drift(drift.Entries()...)
+	err = r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		up, err := db.UpsertCashboxAccess(ctx, tx, r.Scope(), box, c.labels, rows)
+		return model.RunStats{Pages: 1, Seen: int64(seen), Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
+	})
+	users = make([]string, len(rows))
+	for i, g := range rows {
+		users[i] = g.User
+	}
+	return users, false, err
 }
 
-// grantUser names the user of a grant: the first of user_id, user, id or
-// username that is there.
-func grantUser(raw []byte) (string, error) {
+// grantFields are the fields a grant has been seen to carry. The
+// reference shows none: an installation whose grants differ records
+// drift, as a list does, while the grant is kept whole in payload.
+var grantFields = sync.NewExpectation(map[string]string{
+	"user_id": "number|string", "username": "string", "can_view": "boolean", "can_post": "boolean",
+})
+
+// grantUser names the user of a grant of cashbox box: the first of
+// user_id, user, id or username that is there. How the grant differs
+// from grantFields goes to drift.
+func grantUser(raw []byte, box string, drift *sync.Drift) (string, error) {
 	rec, err := erp.ParseRecord(raw)
 	if err == nil {
 		err = sync.CheckRecord(rec)
@@ -161,6 +180,7 @@ func grantUser(raw []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	grantFields.Check(rec, box, drift)
 	for _, field := range []string{"user_id", "user", "id", "username"} {
 		if _, ok, err := rec.Text(field); err != nil || ok {
 			return sync.KeyField(rec, field)
@@ -199,6 +219,6 @@ func (s cashboxAccess) Probe(ctx context.Context, p *sync.Probe) sync.ProbeRepor
 	defer access.Release()
 	rep.Status = http.StatusOK
 	rep.Page(access, 0)
-	rep.Examine(access, p.Scope, []string{"user_id", "user", "id", "username"}, nil, nil)
+	rep.Examine(access, p.Scope, []string{"user_id", "user", "id", "username"}, nil, grantFields.Fields())
 	return rep
 }

@@ -62,6 +62,9 @@ func (s messagingStats) Sync(ctx context.Context, r *sync.Run) error {
 			return model.RunStats{Pages: 1, Seen: 1}, nil
 		})
 	}
+	var drift sync.Drift
+	statsFields.Check(rec, "stats", &drift)
+	r.Drift(drift.Entries()...)
 	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 		wrote, err := db.AppendMessagingStats(ctx, tx, r.Scope(), payload, db.PayloadHash(payload))
 		st := model.RunStats{Pages: 1, Seen: 1, Unchanged: 1}
@@ -71,6 +74,11 @@ func (s messagingStats) Sync(ctx context.Context, r *sync.Run) error {
 		return st, err
 	})
 }
+
+// statsFields are the counters a statistics snapshot has been seen to
+// carry. The reference shows none: an installation whose snapshot differs
+// records drift, as a list does, while the snapshot is kept whole.
+var statsFields = sync.NewExpectation(map[string]string{"sent": "number", "failed": "number", "queued": "number"})
 
 // Probe reads the statistics once.
 func (s messagingStats) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
