@@ -90,6 +90,10 @@ func TestIsolationHolds(t *testing.T) {
 	both := testdb.Role(t)
 	h.grantCompany(both, grant{"main", "41", ""})
 	h.grantCompany(both, grant{"second", "42", ""})
+	// One company-wide grant is tested with plain comparisons, not the
+	// arrays: its source holds another company.
+	single := testdb.Role(t)
+	h.grantCompany(single, grant{"second", "42", ""})
 	pairings := testdb.Role(t)
 	h.grantCompany(pairings, grant{"main", "41", ""})
 	h.grantCompany(pairings, grant{"other", "41", ""})
@@ -112,6 +116,7 @@ func TestIsolationHolds(t *testing.T) {
 	}{
 		{"direct grant", accountant, [][2]string{{"main", "41"}}},
 		{"member of a group with a branch grant", member, [][2]string{{"second", "42"}}},
+		{"one company-wide grant", single, [][2]string{{"second", "42"}}},
 		{"two companies of two sources (not every pairing)", both, [][2]string{{"main", "41"}, {"second", "42"}}},
 		{"one company of two sources (every pairing)", pairings, [][2]string{{"main", "41"}, {"other", "41"}}},
 		{"scoped, and made an analyst by mistake", stray, [][2]string{{"other", "41"}}},
@@ -410,7 +415,8 @@ WHERE n.nspname = 'erp' AND p.prokind = 'f' AND has_function_privilege($1, p.oid
 	// and the session's own grants.
 	noData := []string{"erp.typed_text(jsonb)", "erp.typed_date(jsonb)", "erp.typed_timestamp(jsonb)", "erp.typed_bool(jsonb)",
 		"erp.session_grants()", "erp.session_reads_all()",
-		"erp.session_sources(boolean)", "erp.session_companies()", "erp.session_companies_are_product()"}
+		"erp.session_sources(boolean)", "erp.session_companies()", "erp.session_companies_are_product()",
+		"erp.session_only_source()", "erp.session_only_company()"}
 	for _, f := range fns {
 		if slices.Contains(noData, f.sig) {
 			continue
