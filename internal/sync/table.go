@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	gosync "sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -238,10 +239,12 @@ func (t *Table) Row(rec erp.Record, raw json.RawMessage, values []any, drift *Dr
 		drift = &Drift{}
 	}
 	row := db.Row{ID: id, Values: values, Payload: raw, Hash: db.PayloadHash(raw), Labels: RecordLabels(rec)}
-	var nested nestedCache
+	nested := nestedCaches.Get().(*nestedCache)
+	defer nestedCaches.Put(nested)
+	nested.field = ""
 	for i, c := range t.Columns {
 		if c.Lenient {
-			row.Values[i] = c.lenient(rec, &nested, drift, id)
+			row.Values[i] = c.lenient(rec, nested, drift, id)
 			continue
 		}
 		v, err := c.strict(rec)
@@ -319,7 +322,11 @@ func (c Column) lenient(rec erp.Record, nested *nestedCache, drift *Drift, id st
 // lookup finds the first of field and alts that rec has (an a.b path
 // reads b of the object a): its raw value and which it was.
 func lookup(rec erp.Record, field string, alts []string, nested *nestedCache) (json.RawMessage, string, bool) {
-	for _, path := range append([]string{field}, alts...) {
+	for i := -1; i < len(alts); i++ {
+		path := field
+		if i >= 0 {
+			path = alts[i]
+		}
 		outer, inner, isNested := strings.Cut(path, ".")
 		if !isNested {
 			if raw, ok := rec.Get(path); ok {
@@ -339,30 +346,70 @@ func lookup(rec erp.Record, field string, alts []string, nested *nestedCache) (j
 }
 
 // nestedCache keeps the object of a record's field parsed once for the
-// record's columns that read inside it (the customer's id and name).
+// record's columns that read inside it (the customer's id and name). Its
+// list of fields is reused from record to record: the values read from
+// the object are copies.
 type nestedCache struct {
 	field string
 	obj   erp.Record
 	ok    bool
 }
 
+var nestedCaches = gosync.Pool{New: func() any { return new(nestedCache) }}
+
 func (n *nestedCache) object(rec erp.Record, field string) (erp.Record, bool) {
 	if n.field == field && n.field != "" {
 		return n.obj, n.ok
 	}
-	n.field, n.obj, n.ok = field, erp.Record{}, false
+	n.field, n.ok = field, false
 	raw, present := rec.Get(field)
 	if present && erp.Kind(raw) == "object" {
-		if obj, err := erp.ParseRecord(raw); err == nil {
-			n.obj, n.ok = obj, true
-		}
+		obj, err := erp.ParseRecordReusing(raw, n.obj)
+		n.obj, n.ok = obj, err == nil
 	}
 	return n.obj, n.ok
 }
 
-// isoDate is the one shape of a date value: the SQL backfill of typed
-// columns (erp.typed_date) reads dates by the same rule.
-var isoDate = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+// parseISODate reads the one shape of a date value, YYYY-MM-DD, a day
+// that exists in year 1 or later: the SQL backfill of typed columns
+// (erp.typed_date) reads dates by the same rule. By hand, not a regular
+// expression and time.Parse: it runs for every record's date.
+func parseISODate(s string) (time.Time, bool) {
+	if len(s) != 10 || s[4] != '-' || s[7] != '-' {
+		return time.Time{}, false
+	}
+	num := func(b string) (int, bool) {
+		n := 0
+		for i := range len(b) {
+			if b[i] < '0' || b[i] > '9' {
+				return 0, false
+			}
+			n = n*10 + int(b[i]-'0')
+		}
+		return n, true
+	}
+	y, okY := num(s[:4])
+	m, okM := num(s[5:7])
+	d, okD := num(s[8:])
+	if !okY || !okM || !okD || y < 1 || m < 1 || m > 12 || d < 1 {
+		return time.Time{}, false
+	}
+	t := time.Date(y, time.Month(m), d, 0, 0, 0, 0, time.UTC)
+	if t.Day() != d { // the 31st of a 30-day month, February the 29th of a common year
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// digitsOnly: raw is a non-empty run of ASCII digits.
+func digitsOnly(raw []byte) bool {
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(raw) > 0
+}
 
 // rfc3339 is the one shape of a timestamp value (erp.typed_timestamp).
 var rfc3339 = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$`)
@@ -395,8 +442,8 @@ func parseTyped(t ColumnType, raw json.RawMessage, kind string) (any, string) {
 		}
 		s, _ := erp.ScalarText(raw)
 		if t == Date {
-			d, err := time.Parse(time.DateOnly, s)
-			if !isoDate.MatchString(s) || err != nil || d.Year() < 1 {
+			d, ok := parseISODate(s)
+			if !ok {
 				return nil, "not a YYYY-MM-DD date"
 			}
 			return pgtype.Date{Time: d, Valid: true}, ""
@@ -413,7 +460,12 @@ func parseTyped(t ColumnType, raw json.RawMessage, kind string) (any, string) {
 			return s, ""
 		case "number":
 			// As Postgres prints the number (its scale, no exponent), so
-			// a number reads the same here and in SQL.
+			// a number reads the same here and in SQL. A JSON integer
+			// without a sign (an id, mostly) prints as it is written: JSON
+			// allows no leading zero.
+			if digitsOnly(raw) {
+				return string(raw), ""
+			}
 			d, err := decimal.NewFromString(string(raw))
 			if err != nil {
 				return nil, "a number that does not parse"
