@@ -412,16 +412,26 @@ type rowSource struct {
 	sc    SweepScope
 	stage bool
 	buf   []any
+	// The scope's values, boxed once: a string put in an interface is
+	// an allocation, and these are the same on every row.
+	source, company, branch, listedBy any
+	boxed                             bool
 }
 
 func (s *rowSource) Next() bool { return s.rows.Next() }
 func (s *rowSource) Err() error { return nil }
 func (s *rowSource) Values() ([]any, error) {
+	if !s.boxed {
+		s.source, s.company, s.branch, s.listedBy, s.boxed = s.sc.Source, s.sc.CompanyID, s.sc.BranchID, s.sc.listedBy(), true
+	}
 	r := s.rows.Row()
-	company, branch := s.sc.labels(*r)
-	s.buf = append(s.buf[:0], s.sc.Source, r.ID, company, branch)
+	company, branch := s.company, s.branch
+	if r.Labels.Own {
+		company, branch = s.sc.labels(*r)
+	}
+	s.buf = append(s.buf[:0], s.source, r.ID, company, branch)
 	s.buf = append(s.buf, r.Values...)
-	s.buf = append(s.buf, r.Payload, r.Hash[:], s.sc.listedBy())
+	s.buf = append(s.buf, r.Payload, r.Hash[:], s.listedBy)
 	if s.stage {
 		s.buf = append(s.buf, r.Labels.Own)
 	}
