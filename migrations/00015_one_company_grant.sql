@@ -1,6 +1,6 @@
 -- +goose Up
 -- The policy by company, cheaper for the usual scoped login: one
--- company-wide grant. `= ANY (array)` costs Postgres about ten times a
+-- company-wide grant. `= ANY (array)` costs Postgres several times a
 -- plain `=` per row (0.1 to 0.2 µs, measured on a year of invoices), and a
 -- dashboard panel tests every row its filters keep; a login whose
 -- company-wide grants are one (source, company) is now tested with two
