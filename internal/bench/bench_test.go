@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 // TestRunTiny runs the report behind the published figures at a tiny N
@@ -31,12 +32,7 @@ func TestRunTiny(t *testing.T) {
 		t.Skip("bench test: builds erpsync and syncs through it; skipped with -short")
 	}
 	// The report measures the child's peak memory with GNU time(1).
-	if _, err := os.Stat("/usr/bin/time"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("/usr/bin/time is missing, and CI is set: install it (Debian: apt-get install time): %v", err)
-		}
-		t.Skipf("/usr/bin/time is missing (Debian: apt-get install time); set CI to make this a failure")
-	}
+	testutil.RequireTool(t, "/usr/bin/time", "time")
 	// Skips, or fails in CI, without a server, as every database test.
 	testdb.Admin(t).Close(context.Background())
 	admin := testdb.AdminURL()

@@ -1055,7 +1055,7 @@ func TestMetricsAfterSync(t *testing.T) {
 	// Invoice sweeps often outlast the 1 s schedule here (429 waits).
 	h.checkNoOverlap("default", "invoices", "currencies")
 	t.Run("promtool", func(t *testing.T) {
-		cmd := exec.Command(requirePromtool(t), "check", "metrics")
+		cmd := exec.Command(testutil.RequireTool(t, "promtool", "prometheus"), "check", "metrics")
 		cmd.Stdin = strings.NewReader(text)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool check metrics: %v\n%s", err, out)

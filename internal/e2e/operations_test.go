@@ -19,6 +19,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 func baseEnv(dbURL, erpURL string, extra ...string) []string {
@@ -32,31 +33,14 @@ func baseEnv(dbURL, erpURL string, extra ...string) []string {
 	}, extra...)
 }
 
-// requireGNUTime returns the path of GNU time(1), which measures a
-// child's peak memory (-f %M). Without it the test is skipped on a
-// developer's machine, but fails in CI (CI set): a memory bound that is
-// never measured there proves nothing. .ci/run installs it.
-func requireGNUTime(t *testing.T) string {
-	t.Helper()
-	const path = "/usr/bin/time"
-	_, err := os.Stat(path)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is missing, and CI is set: install it (Debian: apt-get install time): %v", path, err)
-	}
-	t.Skipf("%s is missing (Debian: apt-get install time); set CI to make this a failure", path)
-	return ""
-}
-
 // An ERP answering 400 MB on a one-list route fails the run with a
 // message naming the route, the limit and the setting, while the
 // process's peak memory stays far below the 256 MiB of the Kubernetes
 // example.
 func TestHugeAnswerFailsWithBoundedMemory(t *testing.T) {
 	bin := erpsyncBinary(t)
-	timeBin := requireGNUTime(t)
+	// GNU time(1) measures the child's peak memory (-f %M).
+	timeBin := testutil.RequireTool(t, "/usr/bin/time", "time")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sim := erpsim.New(erpsim.Options{})

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 // The alerting rules shipped for operators, and their copy for the
@@ -444,25 +445,9 @@ func TestOperatorRulesMatch(t *testing.T) {
 	}
 }
 
-// requirePromtool returns promtool's path. Without it the test is
-// skipped on a developer's machine, but fails in CI (CI set): a check
-// that skips there silently proves nothing. .ci/run installs it.
-func requirePromtool(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("promtool is not installed, and CI is set: install it (Debian: apt-get install prometheus): %v", err)
-	}
-	t.Skipf("promtool is not installed (Debian: apt-get install prometheus); set CI to make this a failure")
-	return ""
-}
-
 // TestRulesPromtool runs promtool's checks and the rules' unit tests.
 func TestRulesPromtool(t *testing.T) {
-	promtool := requirePromtool(t)
+	promtool := testutil.RequireTool(t, "promtool", "prometheus")
 	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTestFile}} {
 		cmd := exec.Command(promtool, args...)
 		cmd.Dir = rulesDir

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 // The verify metrics reach a Pushgateway with the URL's credentials as
@@ -70,7 +72,7 @@ func TestVerificationPushAndTextfile(t *testing.T) {
 	// node_exporter's textfile collector drops a file it cannot parse,
 	// without a word to the operator: promtool reads it as Prometheus would.
 	t.Run("promtool", func(t *testing.T) {
-		cmd := exec.Command(requirePromtool(t), "check", "metrics")
+		cmd := exec.Command(testutil.RequireTool(t, "promtool", "prometheus"), "check", "metrics")
 		cmd.Stdin = strings.NewReader(string(text))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool check metrics on the textfile: %v\n%s", err, out)

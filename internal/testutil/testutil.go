@@ -3,6 +3,8 @@
 package testutil
 
 import (
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -26,4 +28,21 @@ func Eventually(t testing.TB, timeout, interval time.Duration, what string, cond
 		}
 		time.Sleep(interval)
 	}
+}
+
+// RequireTool returns the path of a program a test runs (a name looked
+// up in PATH, or an absolute path). Without it the test is skipped on a
+// developer's machine, but fails in CI (CI set): a check that skips there
+// silently proves nothing. .ci/run installs what the tests need.
+func RequireTool(t testing.TB, name, debianPackage string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not installed, and CI is set: install it (Debian: apt-get install %s): %v", name, debianPackage, err)
+	}
+	t.Skipf("%s is not installed (Debian: apt-get install %s); set CI to make this a failure", name, debianPackage)
+	return ""
 }
