@@ -3,12 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -93,35 +89,11 @@ func TestRunTiny(t *testing.T) {
 // buildErpsync builds ./cmd/erpsync into the test's temporary directory.
 func buildErpsync(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	root, err := moduleRoot()
+	bin, err := testutil.BuildErpsync(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "erpsync")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/erpsync")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/erpsync: %v\n%s", err, out)
-	}
 	return bin
-}
-
-// moduleRoot walks up from the working directory to go.mod's directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // benchDatabases are the databases whose names start with prefix.

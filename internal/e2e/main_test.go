@@ -3,14 +3,14 @@
 package e2e
 
 import (
-	"errors"
+	"context"
 	"flag"
 	"fmt"
-	"github.com/erpsync/erpsync/internal/sync/streams"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/erpsync/erpsync/internal/sync/streams"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 var (
@@ -37,37 +37,9 @@ func TestMain(m *testing.M) {
 }
 
 func build(dir string) error {
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
-	out := filepath.Join(dir, "erpsync")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/erpsync")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/erpsync in %s: %v\n%s", root, err, b)
-	}
+	out, err := testutil.BuildErpsync(context.Background(), dir)
 	binary = out
-	return nil
-}
-
-// moduleRoot walks up from the working directory to the directory that
-// holds go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return err
 }
 
 // erpsyncBinary returns the built binary, skipping under -short.

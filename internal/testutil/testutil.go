@@ -3,8 +3,12 @@
 package testutil
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -45,4 +49,39 @@ func RequireTool(t testing.TB, name, debianPackage string) string {
 	}
 	t.Skipf("%s is not installed (Debian: apt-get install %s); set CI to make this a failure", name, debianPackage)
 	return ""
+}
+
+// BuildErpsync builds ./cmd/erpsync of this module into dir and returns
+// the binary's path, for tests that run the program as a user would.
+func BuildErpsync(ctx context.Context, dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "erpsync")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/erpsync")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/erpsync in %s: %v\n%s", root, err, b)
+	}
+	return out, nil
+}
+
+// moduleRoot walks up from the working directory to the directory that
+// holds go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
 }
