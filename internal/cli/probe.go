@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
@@ -61,7 +60,7 @@ func cmdProbe(e *command) error {
 				reports = append(reports, rep)
 				continue
 			}
-			p := &sync.Probe{Target: t, Login: l, Scope: model.Scope{Source: src.Name, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}}
+			p := sync.NewProbe(t, l, id)
 			for _, s := range streams {
 				rep := p.Report(s, "")
 				rep.Problem = "this stream cannot be probed"

@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -34,10 +33,9 @@ type List struct {
 	// Core lists are enabled when the configuration names no streams.
 	Core    bool
 	Columns []Column
-	// Expect lists the top-level fields the stream expects with their JSON
-	// kinds ("number|string"); differences are recorded as drift. null
-	// matches any kind.
-	Expect map[string]string
+	// Also are the top-level fields expected besides those the columns
+	// read, with their JSON kinds (see Table.Also).
+	Also map[string]string
 	// Month is the field whose YYYY-MM puts a record in a month for the
 	// sums `erpsync verify` compares ("" : one total).
 	Month string
@@ -64,16 +62,13 @@ func keepsHistory(t Target, name string, h History) bool {
 	return h == HistoryOn
 }
 
-// DefaultSchedule is the schedule of a stream that declares none.
-const DefaultSchedule = "@every 30m"
-
 // Name is the stream's name.
 func (l *List) Name() string { return l.Stream }
 
-// Info declares the list's route, table and columns.
+// Info declares the list's route and table.
 func (l *List) Info() Info {
-	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: cmp.Or(l.Schedule, DefaultSchedule),
-		Core: l.Core, History: l.History, Table: "erp." + l.Stream, Money: l.table.columnsOf(true), Typed: l.table.columnsOf(false)}
+	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: l.Schedule,
+		Core: l.Core, History: l.History, Rows: l.table, Month: l.Month}
 }
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.
@@ -81,7 +76,7 @@ func (l *List) Validate() error {
 	if !strings.HasPrefix(l.Path, "/") && !strings.HasPrefix(l.Path, "{") {
 		return fmt.Errorf("path %q must start with / (or a {prefix})", l.Path)
 	}
-	l.table = &Table{Name: l.Stream, Columns: l.Columns, Expect: l.Expect}
+	l.table = &Table{Name: l.Stream, Columns: l.Columns, Also: l.Also}
 	return l.table.Validate()
 }
 

@@ -175,7 +175,7 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 	if err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
 	}
-	r := &Run{runner: rn, target: t, login: l, key: key, info: s.Info(), conn: conn, runID: runID, log: log, progress: progress, stop: stop}
+	r := &Run{View: &View{target: t, login: l, stop: stop}, runner: rn, key: key, info: s.Info(), conn: conn, runID: runID, log: log, progress: progress}
 	err = refusedBecause(r.execute(ctx, s), r.info.Permission)
 	if err == nil {
 		err = db.SetWarning(ctx, conn, key, strings.Join(r.warns, "; "))

@@ -26,7 +26,7 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	for _, prefetch := range []int{0, 1, 3} {
-		r := &Run{runner: &Runner{Prefetch: prefetch}, login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}, key: db.StreamKey{Stream: "invoices"},
+		r := &Run{runner: &Runner{Prefetch: prefetch}, View: &View{login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}}, key: db.StreamKey{Stream: "invoices"},
 			log: slog.New(slog.NewTextHandler(&logs, nil))}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		req := erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50}
@@ -54,7 +54,7 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 	}
 
 	// Cancelled while fetching ahead: next says so, and close returns.
-	r := &Run{runner: &Runner{Prefetch: 2}, login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}, key: db.StreamKey{Stream: "invoices"},
+	r := &Run{runner: &Runner{Prefetch: 2}, View: &View{login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}}, key: db.StreamKey{Stream: "invoices"},
 		log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	src := r.newPageSource(ctx, erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50}, 0,

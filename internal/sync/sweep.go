@@ -3,22 +3,20 @@ package sync
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/model"
 )
 
-// Sync walks the list route in a sweep: from the first page (or, for a
-// cursor-paged route, from the page after the last one committed) to the
-// last, each page (or group of pages during a bulk load) committed in one
-// transaction with the checkpoint. When the sweep completes, the rows it
-// did not see are marked deleted.
-func (l *List) Sync(ctx context.Context, r *Run) error {
+// sweepList walks the list route in a complete sweep: from the first page
+// (or, for a cursor-paged route, from the page after the last one
+// committed) to the last, each page (or group of pages during a bulk
+// load) committed in one transaction with the checkpoint. When the sweep
+// completes, the rows it did not see are marked deleted.
+func (l *List) sweepList(ctx context.Context, r *Run) error {
 	cp, err := db.LoadCheckpoint(ctx, r.conn, r.key)
 	if err != nil {
 		return err
@@ -40,12 +38,15 @@ func (l *List) Sync(ctx context.Context, r *Run) error {
 	}
 	restarted := false
 	for {
-		r.sweepID = cp.SweepID
-		err := l.walk(ctx, r, &cp)
+		s, err := l.newSweep(ctx, r, cp)
+		if err == nil {
+			err = l.walk(ctx, r, s)
+		}
 		var refused *erp.CursorRefusedError
 		if errors.As(err, &refused) && !restarted {
 			// A cursor the ERP no longer accepts (expired, or the ERP was
 			// upgraded) cannot be repaired: start over once, and record it.
+			cp = s.cp
 			r.log.Warn("saved cursor refused; starting a new sweep", "sweep_id", cp.SweepID, "pages_done", cp.Pages, "err", refused.Err)
 			r.Note("sweep %d: the ERP refused the saved cursor after page %d (%v); started a new sweep", cp.SweepID, cp.Pages, refused.Err)
 			if err := db.AbandonSweep(ctx, r.conn, cp.SweepID); err != nil {
@@ -75,198 +76,198 @@ func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
 	return cp, err
 }
 
-// walk reads pages from a page source and hands them to a committer
-// until the sweep's last page is committed or something fails.
-func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
+// sweep is the policy of a complete sweep: it starts where its checkpoint
+// stands, records in every transaction the checkpoint past its pages and
+// what their requests were answered with, and ends, in the transaction of
+// the last page, by marking deleted what it did not see.
+type sweep struct {
+	run   *Run
+	list  *List
+	cp    db.Checkpoint // where the sweep stands, as committed
+	next  db.Checkpoint // where it stands once the transaction in flight commits
+	pages knownPages
+	lists listScope
+}
+
+// newSweep is the policy of the sweep at cp, knowing the pages of the
+// login's last complete sweep.
+func (l *List) newSweep(ctx context.Context, r *Run, cp db.Checkpoint) (*sweep, error) {
 	var answers db.Answers
 	if !cp.BulkLoad && cp.LastSweepID != 0 {
 		var err error
 		if answers, err = db.PageDigests(ctx, r.conn, r.key, cp.LastSweepID); err != nil {
-			return err
+			return &sweep{cp: cp}, err
 		}
 	}
-	known := l.knownPages(r.scope, answers)
-	prepare := func(p *erp.Page) *preparedPage { return l.prepare(p, known, r.scope) }
-	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, prepare)
-	defer src.close()
-	c := &committer{run: r, list: l, sweep: cp, src: src, history: r.KeepsHistory()}
-	for {
-		b, err := src.next(ctx, nil)
-		if err != nil {
-			return err
+	r.sweepID = cp.SweepID
+	return &sweep{run: r, list: l, cp: cp, pages: l.knownPages(r.scope, answers)}, nil
+}
+
+func (s *sweep) start() (erp.ListRequest, int64) {
+	return s.list.request(s.run.target, s.cp.Cursor), s.cp.Pages
+}
+
+func (s *sweep) known() knownPages { return s.pages }
+
+func (s *sweep) seenBy() int64 {
+	if s.cp.BulkLoad {
+		return 0
+	}
+	return s.cp.SweepID
+}
+
+func (s *sweep) bulk() bool { return s.cp.BulkLoad }
+
+func (s *sweep) admit(context.Context, *preparedPage) error { return nil }
+
+func (s *sweep) done(context.Context, *preparedPage) (bool, error) { return false, nil }
+
+// queue queues the ids seen of pages not written, the checkpoint past the
+// pages (next moves on when the statements run), and what their requests
+// were answered with.
+func (s *sweep) queue(statements *pgx.Batch, bk *book) bool {
+	s.next = s.cp
+	if len(bk.seen) > 0 {
+		db.QueueMarkSeen(statements, s.cp.SweepID, bk.seen)
+	}
+	var rows int64
+	var digests []db.PageDigest
+	for _, b := range bk.pages {
+		s.lists.observe(b, bk.othersListed)
+		rows += int64(len(b.rows))
+		if b.digest != nil {
+			digests = append(digests, *b.digest)
 		}
-		var last bool
-		if cp.BulkLoad && src.prefetching() && !b.last {
-			last, err = c.group(ctx, b)
-		} else {
-			last, err = b.last, c.page(ctx, b)
-			src.release(b)
-		}
-		if err != nil || last {
-			return err
-		}
+	}
+	end := bk.pages[len(bk.pages)-1]
+	db.QueueAdvanceCheckpoint(statements, &s.next, end.cursor, int64(len(bk.pages)), rows)
+	db.QueueRecordPageDigests(statements, s.cp.Key, s.cp.SweepID, digests)
+	return end.last
+}
+
+func (s *sweep) committed(ctx context.Context, freshAt time.Time) {
+	bulkLoaded := !freshAt.IsZero() && s.cp.BulkLoad
+	s.cp = s.next
+	if bulkLoaded {
+		s.run.analyze(ctx, s.list.table.db, s.cp.Rows)
 	}
 }
 
-// committer writes a sweep's pages: one page per transaction, or, during a
-// bulk load, groups of pages in one COPY. Both end with the run's one
-// bookkeeping.
-type committer struct {
-	run     *Run
-	list    *List
-	sweep   *db.Checkpoint
-	history bool // keep the versions rows replace
-	src     *pageSource
+// end closes the sweep in the transaction of its last page: it marks the
+// rows the sweep did not see deleted (unless it cannot be sure it saw
+// them all) and completes it, returning when.
+func (s *sweep) end(ctx context.Context, tx pgx.Tx, bk *book) (freshAt time.Time, deleted int64, err error) {
+	cp := s.next
+	// The pages of this sweep are known to the next only if no id came
+	// twice in it: a row listed on two pages ends as the later copy, so
+	// the earlier page would not be as the warehouse has it.
+	keep := cp.SweepID
+	if twice, err := listedTwice(ctx, tx, cp, bk.fellBack); err != nil {
+		return freshAt, 0, err
+	} else if twice {
+		keep = 0
+	}
+	if err = db.ForgetPageDigests(ctx, tx, cp.Key, keep); err != nil {
+		return freshAt, 0, err
+	}
+	if deleted, err = s.markDeletions(ctx, tx, cp, bk.pages[len(bk.pages)-1]); err != nil {
+		return freshAt, 0, err
+	}
+	if err = db.SetListScope(ctx, tx, cp.Key, s.lists.scope()); err != nil {
+		return freshAt, 0, err
+	}
+	freshAt, err = db.CompleteSweep(ctx, tx, cp)
+	return freshAt, deleted, err
 }
 
-// page commits one page. In a bulk load it is COPYed straight into the
-// table; a row that is there already (it moved behind the cursor and an
-// earlier page loaded it) makes it write the page again, upserting.
-func (c *committer) page(ctx context.Context, b *preparedPage) error {
-	if b.known && c.run.mayHaveWritten(b.rows) {
-		// This sweep wrote one of the page's rows already (it is listed on
-		// an earlier page too): the page must be written after all, its
-		// copy being the later one.
-		c.list.reprepare(b)
+// listedTwice reports whether some id was on two pages of the sweep.
+func listedTwice(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, fellBack bool) (bool, error) {
+	if cp.BulkLoad { // no seen-list: a second copy made the COPY fall back
+		return fellBack, nil
 	}
-	err := c.write(ctx, newPageRows(b, nil), c.sweep.BulkLoad)
-	if c.sweep.BulkLoad && db.IsUniqueViolation(err) {
-		c.run.log.Debug("bulk load met an existing row; upserting this page", "sweep_id", c.sweep.SweepID)
-		c.run.fellBack = true
-		err = c.write(ctx, newPageRows(b, nil), false)
+	distinct, err := db.SeenDistinct(ctx, tx, cp.SweepID)
+	return distinct < cp.Rows, err
+}
+
+// markDeletions marks the rows of the run's scope that the completed
+// sweep did not see, unless it cannot be sure it saw them all.
+func (s *sweep) markDeletions(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, end *preparedPage) (int64, error) {
+	r, table := s.run, s.list.table.db
+	// A bulk load began on a table without rows of the source, so every
+	// row there now was written by this sweep: nothing to mark.
+	if cp.BulkLoad {
+		return 0, nil
 	}
+	intact, err := db.SeenIntact(ctx, tx, cp)
 	if err != nil {
-		return fmt.Errorf("%s page %d: %w", c.list.Stream, b.number, err)
+		return 0, err
 	}
-	return nil
-}
-
-// write commits the pages of rows in one transaction: COPYed straight
-// into the table (copyNew), or upserted (one page).
-func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) error {
-	e := &bookkeeping{sweep: c.sweep, table: c.list.table.db}
-	return c.run.commit(ctx, e, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		sc := db.SweepScope{Scope: c.run.scope, SweepID: c.sweep.SweepID}
-		var up db.UpsertResult
-		var err error
-		switch {
-		case rows.pages[0].known:
-			// Rows the warehouse has as they are: only seen (queued with
-			// the bookkeeping's bookkeeping).
-			e.seen = rows.ids()
-			up.Unchanged = int64(len(rows.pages[0].rows))
-		case copyNew:
-			up.Inserted, err = c.list.table.db.CopyNew(ctx, tx, sc, rows)
-		default:
-			// A bulk load needs no seen-list: see markDeletions.
-			up, err = c.list.table.db.Upsert(ctx, tx, sc, rows.pages[0].rows,
-				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, History: c.history, CountOthers: len(c.run.target.Logins) > 1})
-			c.run.wrote(up.Changed)
-		}
-		// The pages a COPY took are known only once it ran: the bookkeeping
-		// (checkpoint, rejected records, drift) covers exactly those.
-		e.pages = rows.pages
-		for _, p := range rows.pages {
-			c.run.lists.observe(p, up.OthersListed)
-		}
-		if err == nil && c.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {
-			err = c.list.AfterWrite(ctx, tx, c.run.scope, rows.ids())
-		}
-		return model.RunStats{Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
-	})
-}
-
-// Group commits of bulk loads: while pages arrive faster than they can
-// be committed one by one, one COPY and one transaction take several
-// pages, so Postgres is fed continuously instead of waiting on a commit
-// and four round trips per page. A group is bounded in time and rows: a
-// crash re-fetches at most the pages of one group.
-const (
-	maxGroupAge  = time.Second
-	maxGroupRows = 10000
-)
-
-// group commits first and the pages that arrive after it, within the
-// bounds, in one transaction. It returns whether the sweep's last page
-// was among them. A page that could not be fetched (or a stop) ends the
-// group: the pages before it are committed, then its error is returned.
-func (c *committer) group(ctx context.Context, first *preparedPage) (last bool, err error) {
-	deadline := time.NewTimer(maxGroupAge)
-	defer deadline.Stop()
-	g := newPageRows(first, func(rows int) (*preparedPage, error) {
-		if rows >= maxGroupRows {
-			return nil, errNotYet
-		}
-		return c.src.next(ctx, deadline.C)
-	})
-	defer func() {
-		for _, b := range g.pages {
-			c.src.release(b)
-		}
-	}()
-	err = c.write(ctx, g, true)
-	if db.IsUniqueViolation(err) {
-		// A row is there already (it moved behind the cursor): write the
-		// group's pages one by one, each falling back to the upsert.
-		c.run.fellBack = true
-		for _, b := range g.pages {
-			if err = c.page(ctx, b); err != nil {
-				return false, err
-			}
-		}
-	} else if err != nil {
-		return false, fmt.Errorf("%s pages %d-%d: %w", c.list.Stream, first.number, g.pages[len(g.pages)-1].number, err)
+	if !intact {
+		// Postgres restarted during the sweep and emptied the UNLOGGED
+		// seen-list: skipping is safe, guessing is not.
+		r.log.Warn("sweep's seen-list was lost in a database restart; not marking deletions this time", "sweep_id", cp.SweepID)
+		r.Note("sweep %d: deletions not marked (seen-list lost in a database restart)", cp.SweepID)
+		return 0, nil
 	}
-	if g.pullErr != nil {
-		return false, g.pullErr
-	}
-	return g.pages[len(g.pages)-1].last, nil
-}
-
-// pageRows streams the rows of consecutive pages into one COPY. With
-// pull, it asks for the next page only once the previous one is written
-// out, and stops at the sweep's last page, when pull says errNotYet, or
-// at an error (kept in pullErr).
-type pageRows struct {
-	pages   []*preparedPage // rows come from the last one
-	i       int             // current row in the last page; -1 before its first
-	rows    int             // rows handed out so far
-	pull    func(rows int) (*preparedPage, error)
-	pullErr error
-}
-
-func newPageRows(first *preparedPage, pull func(rows int) (*preparedPage, error)) *pageRows {
-	return &pageRows{pages: []*preparedPage{first}, i: -1, pull: pull}
-}
-
-func (g *pageRows) Next() bool {
-	for g.i+1 >= len(g.pages[len(g.pages)-1].rows) {
-		if g.pull == nil || g.pages[len(g.pages)-1].last {
-			return false
-		}
-		b, err := g.pull(g.rows)
+	if end.total >= 0 {
+		// The ERP said how long the list is. Pages read by offset can
+		// skip a record when the list shifts between two of them: a sweep
+		// that saw fewer records than stated marks nothing.
+		seen, err := db.SeenDistinct(ctx, tx, cp.SweepID)
 		if err != nil {
-			if !errors.Is(err, errNotYet) {
-				g.pullErr = err
-			}
-			return false
+			return 0, err
 		}
-		g.pages, g.i = append(g.pages, b), -1
+		if seen < end.total {
+			r.log.Warn("sweep saw fewer records than the ERP said the list holds; not marking deletions", "seen", seen, "stated", end.total)
+			r.Note("sweep %d: deletions not marked (the ERP stated %d records, the sweep saw %d)", cp.SweepID, end.total, seen)
+			return 0, nil
+		}
 	}
-	g.i++
-	g.rows++
-	return true
+	sc := db.SweepScope{Scope: r.scope, SweepID: cp.SweepID}
+	n, _, err := table.Gone(ctx, tx, sc, false)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 && end.cut {
+		// The whole list was one answer without a paging signal, exactly
+		// as long as a page: the rest may never have been read.
+		r.Warn("%s, so the %d rows it no longer lists were not marked deleted", cutWarning(end.received), n)
+		return 0, nil
+	}
+	return r.MarkGone(ctx, tx, Deletions{
+		Rows: n,
+		Live: n + cp.Rows,
+		Digest: func() ([]byte, error) {
+			_, d, err := table.Gone(ctx, tx, sc, true)
+			return d, err
+		},
+		Mark: func() (int64, error) { return table.MarkDeleted(ctx, tx, sc) },
+	})
 }
 
-func (g *pageRows) Row() *db.Row { return &g.pages[len(g.pages)-1].rows[g.i] }
+// listScope gathers what a sweep shows of the stream's lists: records of
+// other branches (their own labels say so), or rows another login of the
+// source listed first, mean the lists hold the whole company's records
+// (every login of the company reads each one); records all carrying the
+// login's own branch mean the branch's. Without labels, a login that
+// lists rows no other login does cannot tell which: nothing is said.
+type listScope struct {
+	companyWide bool // evidence of company-wide lists
+	labelled    int  // records with their own labels
+}
 
-// ids lists the ids of the rows of the pages taken.
-func (g *pageRows) ids() []string {
-	var out []string
-	for _, b := range g.pages {
-		for _, r := range b.rows {
-			out = append(out, r.ID)
-		}
+func (l *listScope) observe(b *preparedPage, othersListed int64) {
+	l.companyWide = l.companyWide || b.otherBranch > 0 || othersListed > 0
+	l.labelled += b.labelled
+}
+
+// scope is what the sweep showed: "company", "branch", or "".
+func (l listScope) scope() string {
+	switch {
+	case l.companyWide:
+		return "company"
+	case l.labelled > 0:
+		return "branch"
 	}
-	return out
+	return ""
 }

@@ -33,13 +33,10 @@ func Invoices() *sync.List {
 			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
 			// The customer is an object on some installations, its name a
 			// plain string on others.
-			{Name: "customer_id", Field: "customer.id", Alt: []string{"customer_id"}, Type: sync.Text, Lenient: true},
-			{Name: "customer_name", Field: "customer.name", Alt: []string{"customer"}, Type: sync.Text, Lenient: true},
+			{Name: "customer_id", Field: "customer.id", Alt: []string{"customer_id"}, Type: sync.Text, Lenient: true, Kinds: "object|string"},
+			{Name: "customer_name", Field: "customer.name", Alt: []string{"customer"}, Type: sync.Text, Lenient: true, Kinds: "object|string"},
 		},
-		Expect: map[string]string{
-			"id": "number|string", "number": "string", "date": "string", "customer": "object|string",
-			"currency_code": "string", "total_bc": "number|string", "status": "string", "updated_at": "string",
-		},
+		Also: map[string]string{"updated_at": "string"},
 	}
 }
 
@@ -56,7 +53,7 @@ func Currencies() *sync.List {
 		Columns: []sync.Column{
 			{Name: "code", Field: "code", Type: sync.Text},
 			{Name: "name", Field: "name", Type: sync.Text},
-			{Name: "exchange_rate", Field: "exchange_rate", Type: sync.Money, Scale: 6},
+			{Name: "exchange_rate", Field: "exchange_rate", Type: sync.Money, Scale: 6, Kinds: "string"},
 			{Name: "has_exchange_rate", Field: "has_exchange_rate", Type: sync.Bool},
 			{Name: "requires_exchange_rate", Field: "requires_exchange_rate", Type: sync.Bool},
 			{Name: "is_base_currency", Field: "is_base_currency", Type: sync.Bool},
@@ -64,13 +61,9 @@ func Currencies() *sync.List {
 			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
 			{Name: "currency_name", Field: "currency_name", Type: sync.Text, Lenient: true},
 		},
-		// The reviewed contract; fields after is_system_enabled are not
-		// shown by the reference, so they are reported as added drift.
-		Expect: map[string]string{
-			"id": "number", "code": "string", "currency_code": "string", "name": "string", "currency_name": "string",
-			"exchange_rate": "string", "has_exchange_rate": "boolean", "requires_exchange_rate": "boolean",
-			"is_base_currency": "boolean", "is_system_enabled": "boolean",
-		},
+		// The reviewed contract: its columns, and an integer id; fields
+		// the reference does not show are reported as added drift.
+		Also: map[string]string{"id": "number"},
 		AfterWrite: func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error {
 			_, err := db.RecordCurrencyRates(ctx, tx, scope.Source, ids)
 			return err
@@ -92,10 +85,7 @@ func Cashboxes() *sync.List {
 			{Name: "type", Field: "type", Type: sync.Text, Lenient: true},
 			{Name: "is_active", Field: "is_active", Type: sync.Bool, Lenient: true},
 		},
-		Expect: map[string]string{
-			"id": "number|string", "name": "string", "type": "string", "currency_code": "string",
-			"balance": "number|string", "is_active": "boolean", "branch_id": "number|string",
-		},
+		Also: map[string]string{"branch_id": "number|string"},
 	}
 }
 
@@ -110,17 +100,12 @@ func CashboxReconciliations() *sync.List {
 		Path:     "/accounts/api/cashbox-reconciliations/",
 		Month:    "reconciled_at",
 		Columns: []sync.Column{
-			{Name: "cashbox_id", Field: "cashbox_id", Type: sync.Text},
+			{Name: "cashbox_id", Field: "cashbox_id", Type: sync.Text, Kinds: "number|string"},
 			{Name: "status", Field: "status", Type: sync.Text},
 			{Name: "expected_balance", Field: "expected_balance", Type: sync.Money},
 			{Name: "counted_balance", Field: "counted_balance", Type: sync.Money},
 			{Name: "difference", Field: "difference", Type: sync.Money},
 			{Name: "reconciled_at", Field: "reconciled_at", Type: sync.Timestamp, Lenient: true},
-		},
-		Expect: map[string]string{
-			"id": "number|string", "cashbox_id": "number|string", "status": "string",
-			"expected_balance": "number|string", "counted_balance": "number|string",
-			"difference": "number|string", "reconciled_at": "string",
 		},
 	}
 }
