@@ -328,7 +328,7 @@ func (j *job) checkLock(ctx context.Context, busy bool) {
 	}
 	m.Skipped(source, stream, metrics.SkipLocked)
 	j.log.Debug("sync skipped: another process holds the stream's lock")
-	h, running, err := db.RunningRun(ctx, j.s.deps.Pools().Service, source, stream)
+	h, running, err := db.RunningRun(ctx, j.s.deps.Pools().Service, source, stream, model.KindSweep)
 	if err != nil || !running {
 		return
 	}

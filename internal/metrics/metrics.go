@@ -28,6 +28,9 @@ type Metrics struct {
 	rateWait    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	lastSuccess *prometheus.GaugeVec
+	lastFollow  *prometheus.GaugeVec
+	followSwept *prometheus.CounterVec
+	missed      *prometheus.CounterVec
 	lastFailed  *prometheus.GaugeVec
 	held        *prometheus.GaugeVec
 	skipped     *prometheus.CounterVec
@@ -68,6 +71,18 @@ func New() *Metrics {
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_last_success_timestamp_seconds",
 			Help: "Unix time the stream's data read through the login were last complete (its last completed sweep), as erp.stream_freshness has it.",
+		}, []string{"source", "stream", "login"}),
+		lastFollow: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "erpsync_last_follow_timestamp_seconds",
+			Help: "Unix time a follow run of the paged list through the login last read everything new (found something or not), as erp.stream_freshness has it.",
+		}, []string{"source", "stream", "login"}),
+		followSwept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "erpsync_follow_sweeps_total",
+			Help: "Follow runs that read the whole list instead (the list not in a strict order of ids, continuity not proved, the login's first run), as erp.sync_runs.note says why.",
+		}, []string{"source", "stream", "login"}),
+		missed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "erpsync_follow_missed_total",
+			Help: "Records a complete sweep inserted at or below the highest id follow runs had read: records the follows missed (the login's list is then swept, not followed, until reset).",
 		}, []string{"source", "stream", "login"}),
 		lastFailed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_last_run_failed", Help: "1 if the last run of the stream through the login failed, else 0.",
@@ -110,7 +125,7 @@ func New() *Metrics {
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.rows, m.pages, m.requests, m.retries, m.rateWait, m.duration,
-		m.lastSuccess, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
+		m.lastSuccess, m.lastFollow, m.followSwept, m.missed, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -146,6 +161,14 @@ func (m *Metrics) Declare(source, stream string, logins []string, interval time.
 	m.budgetWait.WithLabelValues(source)
 	for _, l := range logins {
 		m.held.WithLabelValues(source, stream, l)
+	}
+}
+
+// DeclareFollow creates the series of a stream that is followed.
+func (m *Metrics) DeclareFollow(source, stream string, logins []string) {
+	for _, l := range logins {
+		m.followSwept.WithLabelValues(source, stream, l)
+		m.missed.WithLabelValues(source, stream, l)
 	}
 }
 
@@ -203,12 +226,23 @@ func (m *Metrics) RunFinished(source, stream string, o model.RunOutcome) {
 		m.lastSuccess.WithLabelValues(source, stream, o.Login).Set(float64(o.FreshAt.UnixNano()) / 1e9)
 		m.held.WithLabelValues(source, stream, o.Login).Set(float64(o.HeldDeletions))
 	}
+	if !o.FollowedAt.IsZero() {
+		m.lastFollow.WithLabelValues(source, stream, o.Login).Set(float64(o.FollowedAt.UnixNano()) / 1e9)
+	}
+	if o.Swept {
+		m.followSwept.WithLabelValues(source, stream, o.Login).Inc()
+	}
 	switch o.Status {
 	case model.StatusSucceeded:
 		m.lastFailed.WithLabelValues(source, stream, o.Login).Set(0)
 	case model.StatusFailed:
 		m.lastFailed.WithLabelValues(source, stream, o.Login).Set(1)
 	}
+}
+
+// FollowMissed implements sync.Observer.
+func (m *Metrics) FollowMissed(source, stream, login string, n int64) {
+	m.missed.WithLabelValues(source, stream, login).Add(float64(n))
 }
 
 // ERP returns the observer of one source's ERP client (an erp.Observer).

@@ -75,13 +75,30 @@ func (h *harness) newClient(o erp.Options) *erp.Client {
 
 func (h *harness) run(stream string) sync.Result {
 	h.t.Helper()
+	return h.runKind(stream, h.runner.Run)
+}
+
+// follow makes one follow run of a stream.
+func (h *harness) follow(stream string) sync.Result {
+	h.t.Helper()
+	return h.runKind(stream, h.runner.Follow)
+}
+
+func (h *harness) runKind(stream string, run func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, model.RunStats)) []sync.Result) sync.Result {
+	h.t.Helper()
 	s, ok := catalog.Lookup(stream)
 	if !ok {
 		h.t.Fatalf("no stream %s", stream)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages, Prefixes: h.prefixes, History: h.history, Settings: h.settings}, s, nil)[0]
+	return run(ctx, nil, h.target(), s, nil)[0]
+}
+
+// target is the simulator as one source with one login.
+func (h *harness) target() sync.Target {
+	return sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages,
+		Prefixes: h.prefixes, History: h.history, Settings: h.settings}
 }
 
 func (h *harness) mustRun(stream string) sync.Result {

@@ -86,10 +86,22 @@ func (l *List) Table() *Table { return l.table }
 // resumable: only a cursor says where an interrupted sweep stopped.
 func (l *List) resumable() bool { return l.Paging == erp.CursorPaged }
 
+// follows: a list paged by cursor or by start/length may be followed
+// (read from where the last read ended) between complete sweeps; a list
+// read in one answer is read whole every time.
+func (l *List) follows() bool { return l.Paging == erp.CursorPaged || l.Paging == erp.OffsetPaged }
+
 // request is the walk of the route for a source, from cursor ("" for the
 // first page).
 func (l *List) request(t Target, cursor string) erp.ListRequest {
 	return erp.ListRequest{Path: t.Path(l.Path), Query: l.Query, Paging: l.Paging, PageSize: t.PageSize, Cursor: cursor}
+}
+
+// requestAt is the walk of the route from a position read earlier.
+func (l *List) requestAt(t Target, at db.Anchor) erp.ListRequest {
+	req := l.request(t, at.Cursor)
+	req.Start = at.Start
+	return req
 }
 
 // prepare checks and converts a page's records. It is pure CPU work, done
@@ -121,6 +133,7 @@ func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *prepar
 			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
 			continue
 		}
+		b.ids = append(b.ids, row.ID)
 		if row.Labels.Own {
 			b.labelled++
 			if row.Labels.CompanyID != scope.CompanyID || row.Labels.BranchID != scope.BranchID {
@@ -146,7 +159,7 @@ func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *prepar
 // reprepare turns a known prepared page into a full one, to be written.
 func (l *List) reprepare(b *preparedPage) {
 	full := l.prepare(b.page, knownPages{}, b.scope)
-	b.known, b.rows, b.rejected, b.drift = false, full.rows, full.rejected, full.drift
+	b.known, b.rows, b.rejected, b.drift, b.ids = false, full.rows, full.rejected, full.drift, full.ids
 }
 
 // knownPages are the pages of a stream's last complete sweep, by a digest

@@ -23,6 +23,7 @@ type Run struct {
 	*View
 	runner   *Runner
 	key      db.StreamKey // source, stream, login
+	kind     model.RunKind
 	info     Info
 	conn     *pgx.Conn
 	runID    int64
@@ -30,7 +31,9 @@ type Run struct {
 	progress func(model.RunStats)
 
 	// What the run did, for its result and erp.sync_runs.
-	sweepID int64 // the sweep it walked, if any
+	sweepID    int64     // the sweep it walked, if any
+	followedAt time.Time // when a follow run had read everything new
+	swept      string    // why a follow run swept instead
 	stats   model.RunStats
 	notes   []string
 	warns   []string // what status shows until the next successful run
@@ -156,7 +159,11 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 	r.scope = model.Scope{Source: r.target.Source, Login: r.login.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}
 	switch s := s.(type) {
 	case *List:
-		err = s.sweepList(ctx, r)
+		if r.kind == model.KindFollow {
+			err = s.followList(ctx, r)
+		} else {
+			err = s.sweepList(ctx, r)
+		}
 	case Stepper:
 		err = r.runSteps(ctx, s)
 	default:
@@ -165,10 +172,27 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 	if err != nil {
 		return err
 	}
-	if r.freshAt.IsZero() { // a stream without sweeps read all it had to
+	if r.freshAt.IsZero() && r.kind == model.KindSweep { // a stream without sweeps read all it had to
 		r.freshAt, err = db.MarkComplete(ctx, r.conn, r.key)
 	}
 	return err
+}
+
+// withSweepLock runs sweep holding the stream's sweep lock as well (a
+// follow run that must sweep); busy when another session holds it, and
+// then sweep does not run.
+func (r *Run) withSweepLock(ctx context.Context, sweep func() error) (busy bool, err error) {
+	unlock, err := lockStream(ctx, r.conn, r.key.Source, r.key.Stream, model.KindSweep)
+	if err != nil || unlock == nil {
+		return unlock == nil && err == nil, err
+	}
+	defer unlock()
+	if n, err := db.CloseAbandonedRuns(ctx, r.conn, r.key.Source, r.key.Stream, model.KindSweep); err != nil {
+		return false, err
+	} else if n > 0 {
+		r.log.Warn("closed runs left running by a process that died", "runs", n)
+	}
+	return false, sweep()
 }
 
 // analyze refreshes the planner's statistics of a table a bulk load has

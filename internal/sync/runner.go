@@ -31,12 +31,16 @@ type Observer interface {
 	PageCommitted(source, stream string, st model.RunStats)
 	// RunFinished is called once per run that took the lock.
 	RunFinished(source, stream string, o model.RunOutcome)
+	// FollowMissed is called when a complete sweep found records that
+	// follow runs had missed (see sweep.queue).
+	FollowMissed(source, stream, login string, n int64)
 }
 
 type nopObserver struct{}
 
 func (nopObserver) PageCommitted(string, string, model.RunStats) {}
 func (nopObserver) RunFinished(string, string, model.RunOutcome) {}
+func (nopObserver) FollowMissed(string, string, string, int64)   {}
 
 // Runner runs streams against the warehouse.
 type Runner struct {
@@ -88,52 +92,73 @@ type Result struct {
 	Login   string
 	RunID   int64
 	Status  model.RunStatus
+	Kind    model.RunKind
 	SweepID int64
 	Stats   model.RunStats
 	Elapsed time.Duration
 	// FreshAt is when the stream's data were complete, if this run
 	// completed them.
 	FreshAt time.Time
+	// FollowedAt is when a follow run had read everything new.
+	FollowedAt time.Time
+	// Swept says why a follow run swept the whole list instead ("": it
+	// did not).
+	Swept string
 	// HeldDeletions is how many rows the deletion guard held.
 	HeldDeletions int64
 	Err           error
 }
 
-// Run runs one stream of one source once, through each of the target's
-// logins in turn, holding the stream's lock throughout: the logins of a
-// source write the same rows, and taking turns keeps them from waiting
-// on each other's row locks. It returns one result per login run, or a
-// single ErrBusy result when another process holds the lock. Closing stop
-// lets the commit in flight finish, then ends the run as cancelled and
-// starts no further login; cancelling ctx aborts at once. progress, if
-// not nil, is called after every commit with the login's run totals.
+// Run runs one complete sweep of one stream of one source, through each
+// of the target's logins in turn, holding the stream's lock throughout:
+// the logins of a source write the same rows, and taking turns keeps them
+// from waiting on each other's row locks. It returns one result per login
+// run, or a single ErrBusy result when another process holds the lock.
+// Closing stop lets the commit in flight finish, then ends the run as
+// cancelled and starts no further login; cancelling ctx aborts at once.
+// progress, if not nil, is called after every commit with the login's
+// run totals.
 func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
+	return rn.run(ctx, stop, t, s, model.KindSweep, progress)
+}
+
+// Follow runs one follow run of a paged list (see follow.go), as Run does
+// a sweep, under a lock of its own: a sweep under way does not hold it
+// up. A login whose list cannot be followed is swept instead (under the
+// sweep's lock), the reason in its result.
+func (rn *Runner) Follow(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
+	if l, ok := s.(*List); !ok || !l.follows() {
+		return []Result{{Kind: model.KindFollow, Status: model.StatusFailed, Err: fmt.Errorf("%w: %s", ErrCannotFollow, s.Name())}}
+	}
+	return rn.run(ctx, stop, t, s, model.KindFollow, progress)
+}
+
+// ErrCannotFollow: only lists paged by cursor or by start/length are
+// followed; the others are read whole on every run.
+var ErrCannotFollow = errors.New("only a list paged by cursor or by start/length can be followed; this stream is read whole on every run")
+
+func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, kind model.RunKind, progress func(login string, st model.RunStats)) []Result {
 	name := s.Name()
 	log := rn.logger().With("source", t.Source, "stream", name)
+	if kind != model.KindSweep {
+		log = log.With("kind", kind)
+	}
 	pc, err := rn.Pool.Acquire(ctx)
 	if err != nil {
-		return []Result{{Status: model.StatusFailed, Err: fmt.Errorf("%s: database: %w", name, db.Describe(err))}}
+		return []Result{{Kind: kind, Status: model.StatusFailed, Err: fmt.Errorf("%s: database: %w", name, db.Describe(err))}}
 	}
 	conn := pc.Conn()
 	defer pc.Release()
-	locked, err := db.TryStreamLock(ctx, conn, t.Source, name)
+	unlock, err := lockStream(ctx, conn, t.Source, name, kind)
 	if err != nil {
-		return []Result{{Status: model.StatusFailed, Err: err}}
+		return []Result{{Kind: kind, Status: model.StatusFailed, Err: err}}
 	}
-	if !locked {
+	if unlock == nil {
 		log.Debug("sync skipped: another process holds the stream's lock")
-		return []Result{{Err: ErrBusy}}
+		return []Result{{Kind: kind, Err: ErrBusy}}
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := db.UnlockStream(uctx, conn, t.Source, name); err != nil {
-			// Closing the session is the other way to drop the lock; the
-			// pool discards a closed connection on Release.
-			conn.Close(uctx)
-		}
-	}()
-	if n, err := db.CloseAbandonedRuns(ctx, conn, t.Source, name); err != nil {
+	defer unlock()
+	if n, err := db.CloseAbandonedRuns(ctx, conn, t.Source, name, kind); err != nil {
 		return []Result{{Status: model.StatusFailed, Err: err}}
 	} else if n > 0 {
 		log.Warn("closed runs left running by a process that died", "runs", n)
@@ -152,16 +177,34 @@ func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 			p = func(st model.RunStats) { progress(l.Name, st) }
 		}
 		start := time.Now()
-		res := rn.runLogin(ctx, stop, conn, t, l, s, llog, p)
-		res.Login, res.Elapsed = l.Name, time.Since(start)
+		res := rn.runLogin(ctx, stop, conn, t, l, s, kind, llog, p)
+		res.Login, res.Kind, res.Elapsed = l.Name, kind, time.Since(start)
 		rn.report(t.Source, name, llog, res)
 		out = append(out, res)
 	}
 	return out
 }
 
+// lockStream takes the stream's lock of a kind of run on conn; it returns
+// the unlock, or nil when another session holds the lock.
+func lockStream(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind) (func(), error) {
+	locked, err := db.TryStreamLock(ctx, conn, source, stream, kind)
+	if err != nil || !locked {
+		return nil, err
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := db.UnlockStream(uctx, conn, source, stream, kind); err != nil {
+			// Closing the session is the other way to drop the lock; the
+			// pool discards a closed connection on Release.
+			conn.Close(uctx)
+		}
+	}, nil
+}
+
 // runLogin runs the stream through one login, on the lock's connection.
-func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, t Target, l Login, s Stream, log *slog.Logger, progress func(model.RunStats)) Result {
+func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, t Target, l Login, s Stream, kind model.RunKind, log *slog.Logger, progress func(model.RunStats)) Result {
 	name := s.Name()
 	if err := db.CheckWritable(ctx, conn); err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
@@ -171,17 +214,20 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 		return Result{Status: model.StatusFailed, Err: err}
 	}
 	host, _ := os.Hostname()
-	runID, err := db.StartRun(ctx, conn, key, host, os.Getpid())
+	runID, err := db.StartRun(ctx, conn, key, kind, host, os.Getpid())
 	if err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
 	}
-	r := &Run{View: &View{target: t, login: l, stop: stop}, runner: rn, key: key, info: s.Info(), conn: conn, runID: runID, log: log, progress: progress}
+	r := &Run{View: &View{target: t, login: l, stop: stop}, runner: rn, key: key, kind: kind, info: s.Info(), conn: conn, runID: runID,
+		log: log, progress: progress}
 	err = refusedBecause(r.execute(ctx, s), r.info.Permission)
-	if err == nil {
+	if err == nil && (kind == model.KindSweep || r.swept != "") {
+		// What a run that read the whole stream warns of stands until the
+		// next one: a follow run reads too little to clear it.
 		err = db.SetWarning(ctx, conn, key, strings.Join(r.warns, "; "))
 	}
-	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, HeldDeletions: r.held,
-		Err: err, Status: statusOf(err)}
+	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, FollowedAt: r.followedAt, Swept: r.swept,
+		HeldDeletions: r.held, Err: err, Status: statusOf(err)}
 
 	// The run's context may be cancelled already; the outcome must still
 	// be written. If the lock's connection is gone, the pool's is used.
@@ -203,13 +249,16 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 
 // report tells the observer and the log how a run ended.
 func (rn *Runner) report(source, stream string, log *slog.Logger, res Result) {
-	rn.obs().RunFinished(source, stream, model.RunOutcome{Login: res.Login, Status: res.Status, Elapsed: res.Elapsed,
-		FreshAt: res.FreshAt, HeldDeletions: res.HeldDeletions})
+	rn.obs().RunFinished(source, stream, model.RunOutcome{Login: res.Login, Kind: res.Kind, Status: res.Status, Elapsed: res.Elapsed,
+		FreshAt: res.FreshAt, FollowedAt: res.FollowedAt, Swept: res.Swept != "", HeldDeletions: res.HeldDeletions})
 	attrs := []any{"status", res.Status, "run_id", res.RunID, "pages", res.Stats.Pages, "rows", res.Stats.Seen,
 		"inserted", res.Stats.Inserted, "updated", res.Stats.Updated, "unchanged", res.Stats.Unchanged,
 		"rejected", res.Stats.Rejected, "deleted", res.Stats.Deleted, "duration", res.Elapsed.Round(time.Millisecond)}
 	if res.HeldDeletions > 0 {
 		attrs = append(attrs, "deletions_held", res.HeldDeletions)
+	}
+	if res.Swept != "" {
+		attrs = append(attrs, "swept_because", res.Swept)
 	}
 	if res.Status == model.StatusFailed {
 		log.Error("sync finished", append(attrs, "err", res.Err)...)

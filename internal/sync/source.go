@@ -23,6 +23,12 @@ type preparedPage struct {
 	received int
 	cursor   string // cursor of the next page ("" at the end, or when not resumable)
 	last     bool   // no page follows
+	// at is the position its request carried: asking from there asks
+	// for this page again (a follow's anchor).
+	at db.Anchor
+	// ids are the ids of its usable records in list order, a record
+	// listed twice on it included (for the list's order).
+	ids []string
 	total    int64  // the list's size as the ERP stated it; -1 unknown
 	// labelled counts its records that carry their own company and
 	// branch, otherBranch those of them not of the login's.
@@ -110,6 +116,7 @@ func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 			f = fetched{err: fmt.Errorf("page %d: %w", n, s.run.panicked(p))}
 		}
 	}()
+	cursor, start := s.lister.Position()
 	page, err := s.lister.Next(ctx)
 	if err != nil {
 		return fetched{err: fmt.Errorf("%s page %d: %w", s.run.key.Stream, n, err)}
@@ -117,6 +124,7 @@ func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 	s.fetched++
 	b := s.prepare(page)
 	b.page, b.number, b.scope = page, n, s.run.scope
+	b.at = db.Anchor{Cursor: cursor, Start: start}
 	b.last, b.cursor, b.total = s.lister.Done(), s.lister.Cursor(), s.lister.Total()
 	b.cut = n == 1 && b.last && mayBeCut(page, s.asked)
 	return fetched{b: b}

@@ -1,8 +1,13 @@
 package sync
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,9 +82,10 @@ func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
 }
 
 // sweep is the policy of a complete sweep: it starts where its checkpoint
-// stands, records in every transaction the checkpoint past its pages and
-// what their requests were answered with, and ends, in the transaction of
-// the last page, by marking deleted what it did not see.
+// stands, records in every transaction the checkpoint past its pages,
+// what their requests were answered with and what it learnt of the
+// list's order, and ends, in the transaction of the last page, by marking
+// deleted what it did not see.
 type sweep struct {
 	run   *Run
 	list  *List
@@ -87,7 +93,18 @@ type sweep struct {
 	next  db.Checkpoint // where it stands once the transaction in flight commits
 	pages knownPages
 	lists listScope
+	// trail follows the order of the ids listed; anchors are the last
+	// non-empty pages read (newest first), for the follow runs after it;
+	// missed counts the ids it inserted at or below the highest id a
+	// follow had read when it began (records the follows missed).
+	trail, nextTrail     orderTrail
+	anchors, nextAnchors []db.Anchor
+	missed, nextMissed   int64
 }
+
+// keptAnchors is how many anchors a login keeps: enough that the deletion
+// of the records of the last page or two read leaves one to ask from.
+const keptAnchors = 3
 
 // newSweep is the policy of the sweep at cp, knowing the pages of the
 // login's last complete sweep.
@@ -100,7 +117,14 @@ func (l *List) newSweep(ctx context.Context, r *Run, cp db.Checkpoint) (*sweep, 
 		}
 	}
 	r.sweepID = cp.SweepID
-	return &sweep{run: r, list: l, cp: cp, pages: l.knownPages(r.scope, answers)}, nil
+	s := &sweep{run: r, list: l, cp: cp, pages: l.knownPages(r.scope, answers),
+		trail: orderTrail{order: cp.Order, last: cp.LastID, max: cp.MaxKey}}
+	if cp.Pages > 0 && cp.Order == "" && cp.LastID == "" {
+		// A sweep begun by a release that did not follow the order of
+		// ids: what its first pages listed is not known.
+		s.trail.order = unordered
+	}
+	return s, nil
 }
 
 func (s *sweep) start() (erp.ListRequest, int64) {
@@ -123,10 +147,10 @@ func (s *sweep) admit(context.Context, *preparedPage) error { return nil }
 func (s *sweep) done(context.Context, *preparedPage) (bool, error) { return false, nil }
 
 // queue queues the ids seen of pages not written, the checkpoint past the
-// pages (next moves on when the statements run), and what their requests
-// were answered with.
+// pages (next moves on when the statements run), what their requests
+// were answered with, and their bounds.
 func (s *sweep) queue(statements *pgx.Batch, bk *book) bool {
-	s.next = s.cp
+	s.next, s.nextTrail, s.nextAnchors, s.nextMissed = s.cp, s.trail, s.anchors, s.missed
 	if len(bk.seen) > 0 {
 		db.QueueMarkSeen(statements, s.cp.SweepID, bk.seen)
 	}
@@ -138,33 +162,62 @@ func (s *sweep) queue(statements *pgx.Batch, bk *book) bool {
 		if b.digest != nil {
 			digests = append(digests, *b.digest)
 		}
+		s.nextTrail.extend(b.ids)
+		if len(b.ids) > 0 {
+			if !s.cp.BulkLoad {
+				db.QueueSweepBounds(statements, s.cp.SweepID, b.number, b.ids[0], b.ids[len(b.ids)-1])
+			}
+			at := b.at
+			at.IDs = b.ids
+			s.nextAnchors = pushAnchor(s.nextAnchors, at)
+		}
+	}
+	if s.cp.FollowedKey != "" {
+		for _, id := range bk.newIDs {
+			if idKey(id) <= s.cp.FollowedKey {
+				s.nextMissed++
+			}
+		}
 	}
 	end := bk.pages[len(bk.pages)-1]
-	db.QueueAdvanceCheckpoint(statements, &s.next, end.cursor, int64(len(bk.pages)), rows)
+	s.next.Cursor, s.next.Order, s.next.LastID, s.next.MaxKey = end.cursor, s.nextTrail.order, s.nextTrail.last, s.nextTrail.max
+	db.QueueAdvanceCheckpoint(statements, &s.next, s.next, int64(len(bk.pages)), rows)
 	db.QueueRecordPageDigests(statements, s.cp.Key, s.cp.SweepID, digests)
 	return end.last
 }
 
+// pushAnchor puts a as the newest of the anchors kept.
+func pushAnchor(anchors []db.Anchor, a db.Anchor) []db.Anchor {
+	out := append([]db.Anchor{a}, anchors...)
+	return out[:min(len(out), keptAnchors)]
+}
+
 func (s *sweep) committed(ctx context.Context, freshAt time.Time) {
 	bulkLoaded := !freshAt.IsZero() && s.cp.BulkLoad
-	s.cp = s.next
+	s.cp, s.trail, s.anchors, s.missed = s.next, s.nextTrail, s.nextAnchors, s.nextMissed
 	if bulkLoaded {
 		s.run.analyze(ctx, s.list.table.db, s.cp.Rows)
+	}
+	if !freshAt.IsZero() && s.missed > 0 {
+		s.run.runner.obs().FollowMissed(s.run.target.Source, s.run.key.Stream, s.run.key.Login, s.missed)
 	}
 }
 
 // end closes the sweep in the transaction of its last page: it marks the
 // rows the sweep did not see deleted (unless it cannot be sure it saw
-// them all) and completes it, returning when.
+// them all), records what it showed of the list's order for the follow
+// runs, and completes it, returning when.
 func (s *sweep) end(ctx context.Context, tx pgx.Tx, bk *book) (freshAt time.Time, deleted int64, err error) {
 	cp := s.next
 	// The pages of this sweep are known to the next only if no id came
 	// twice in it: a row listed on two pages ends as the later copy, so
-	// the earlier page would not be as the warehouse has it.
+	// the earlier page would not be as the warehouse has it. Descending
+	// lists keep none: a record added at their head moves every record
+	// after it, so their pages are never answered the same twice.
 	keep := cp.SweepID
 	if twice, err := listedTwice(ctx, tx, cp, bk.fellBack); err != nil {
 		return freshAt, 0, err
-	} else if twice {
+	} else if twice || cp.Order == descending {
 		keep = 0
 	}
 	if err = db.ForgetPageDigests(ctx, tx, cp.Key, keep); err != nil {
@@ -175,6 +228,19 @@ func (s *sweep) end(ctx context.Context, tx pgx.Tx, bk *book) (freshAt time.Time
 	}
 	if err = db.SetListScope(ctx, tx, cp.Key, s.lists.scope()); err != nil {
 		return freshAt, 0, err
+	}
+	if s.list.follows() {
+		if err = db.SweepFollowed(ctx, tx, cp.Key, cmp.Or(cp.Order, "unknown"), cp.MaxKey, s.nextAnchors); err != nil {
+			return freshAt, 0, err
+		}
+		if s.nextMissed > 0 {
+			why := fmt.Sprintf("sweep %d found %d records at or below the highest id follow runs had read, which they missed: the list is not followed until `erpsync reset %s`",
+				cp.SweepID, s.nextMissed, cp.Key.Stream)
+			s.run.Warn("%s", why)
+			if err = db.DemoteFollow(ctx, tx, cp.Key, why); err != nil {
+				return freshAt, 0, err
+			}
+		}
 	}
 	freshAt, err = db.CompleteSweep(ctx, tx, cp)
 	return freshAt, deleted, err
@@ -224,7 +290,7 @@ func (s *sweep) markDeletions(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, 
 		}
 	}
 	sc := db.SweepScope{Scope: r.scope, SweepID: cp.SweepID}
-	n, _, err := table.Gone(ctx, tx, sc, false)
+	n, err := table.Gone(ctx, tx, sc, cp.SweepStarted)
 	if err != nil {
 		return 0, err
 	}
@@ -234,15 +300,90 @@ func (s *sweep) markDeletions(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, 
 		r.Warn("%s, so the %d rows it no longer lists were not marked deleted", cutWarning(end.received), n)
 		return 0, nil
 	}
+	var mark, held []string
+	if n > 0 {
+		if mark, held, err = s.moved(ctx, tx, cp, sc); err != nil {
+			return 0, err
+		}
+	}
+	if err := db.SetDeletionCandidates(ctx, tx, cp.Key, cp.SweepID, held); err != nil {
+		return 0, err
+	}
+	if len(held) > 0 {
+		r.Note("sweep %d: %d rows not listed where two of its pages meet (a record moves there when the list shifts while it is read) are marked deleted only if the next complete sweep misses them too",
+			cp.SweepID, len(held))
+	}
 	return r.MarkGone(ctx, tx, Deletions{
-		Rows: n,
-		Live: n + cp.Rows,
-		Digest: func() ([]byte, error) {
-			_, d, err := table.Gone(ctx, tx, sc, true)
-			return d, err
-		},
-		Mark: func() (int64, error) { return table.MarkDeleted(ctx, tx, sc) },
+		Rows:   int64(len(mark)),
+		Live:   n + cp.Rows,
+		Digest: func() ([]byte, error) { return idsDigest(mark), nil },
+		Mark:   func() (int64, error) { return table.MarkDeleted(ctx, tx, r.scope.Source, mark) },
 	})
+}
+
+// moved splits the rows a sweep did not see into those it may mark now
+// and those it holds for the next sweep. A record moves between the pages
+// of a list that shifts while it is read (a record deleted ahead of a
+// position cursor pulls the next one back onto a page already read), and
+// a sweep then misses it without its being gone. Where the sweep's pages
+// listed ids in one strict order, a row whose id lies inside a page's
+// range, or beyond the first or last page, was not where its neighbours
+// were listed: it is gone. One whose id lies between two pages may have
+// moved across that boundary: it is marked only if the last sweep held it
+// too. Without a strict order, every row of a sweep of several pages is
+// such a one. A sweep of one page cannot miss a record that moved.
+func (s *sweep) moved(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, sc db.SweepScope) (mark, held []string, err error) {
+	gone, err := s.list.table.db.GoneIDs(ctx, tx, sc, cp.SweepStarted)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cp.Pages <= 1 {
+		return gone, nil, nil
+	}
+	var bounds []db.Bound
+	if cp.Order == ascending || cp.Order == descending {
+		if bounds, err = db.SweepBounds(ctx, tx, cp.SweepID); err != nil {
+			return nil, nil, err
+		}
+	}
+	before, err := db.DeletionCandidates(ctx, tx, cp.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, id := range gone {
+		if bounds != nil && !betweenPages(id, bounds, cp.Order) || before[id] {
+			mark = append(mark, id)
+		} else {
+			held = append(held, id)
+		}
+	}
+	return mark, held, nil
+}
+
+// betweenPages reports whether an id lies between two consecutive pages of
+// a sweep whose ids came in order (strictly between the last id of one and
+// the first of the next).
+func betweenPages(id string, bounds []db.Bound, order string) bool {
+	sign := 1
+	if order == descending {
+		sign = -1
+	}
+	for i := 1; i < len(bounds); i++ {
+		after, before := bounds[i-1].Last, bounds[i].First
+		if sign*compareIDs(after, id) < 0 && sign*compareIDs(id, before) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// idsDigest names a set of ids (for the deletion guard): the sha256 of
+// the ids sorted by their bytes, one per line.
+func idsDigest(ids []string) []byte {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	sum := sha256.Sum256([]byte(strings.Join(sorted, "\n")))
+	return sum[:]
 }
 
 // listScope gathers what a sweep shows of the stream's lists: records of

@@ -142,10 +142,14 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 
 // verifyStream reads the stream through each login, then compares.
 func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s Verifier, comparison *db.Comparison, rep *VerifyReport, o VerifyOptions) error {
-	if err := waitStreamLock(ctx, conn, t.Source, name, o.LockWait); err != nil {
-		return err
+	// Both locks: neither a sweep nor a follow run writes the stream
+	// while it is compared.
+	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow} {
+		if err := waitStreamLock(ctx, conn, t.Source, name, kind, o.LockWait); err != nil {
+			return err
+		}
+		defer db.UnlockStream(context.WithoutCancel(ctx), conn, t.Source, name, kind)
 	}
-	defer db.UnlockStream(context.WithoutCancel(ctx), conn, t.Source, name)
 	for _, l := range t.Logins {
 		id, err := l.Client.Identity(ctx)
 		if err != nil {
@@ -219,10 +223,10 @@ func (l *List) Verify(ctx context.Context, v *Verification) error {
 
 // waitStreamLock takes the stream's lock, waiting up to wait while a sync
 // holds it.
-func waitStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string, wait time.Duration) error {
+func waitStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
-		ok, err := db.TryStreamLock(ctx, conn, source, stream)
+		ok, err := db.TryStreamLock(ctx, conn, source, stream, kind)
 		if err != nil || ok {
 			return err
 		}

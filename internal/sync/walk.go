@@ -58,6 +58,8 @@ type book struct {
 	// fellBack: the walk met, in a COPY, a row it had written already
 	// (the same id on two pages).
 	fellBack bool
+	// newIDs are the ids of the rows it inserted (upserts only).
+	newIDs []string
 }
 
 // walk reads pages from a page source and hands them to a committer until
@@ -156,6 +158,7 @@ func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) err
 				db.UpsertOptions{TrackSeen: sc.SweepID != 0, History: c.run.KeepsHistory(),
 					CountOthers: len(c.run.target.Logins) > 1})
 			c.wrote(up.Changed)
+			bk.newIDs = up.New
 		}
 		// The pages a COPY took are known only once it ran: the bookkeeping
 		// (policy's statements, rejected records, drift) covers exactly
