@@ -131,8 +131,8 @@ ON CONFLICT (sweep_id, page) DO UPDATE SET first_id = EXCLUDED.first_id, last_id
 
 // Bound is the first and last id of a page of a sweep, by page number.
 type Bound struct {
-	Page          int64
-	First, Last   string
+	Page        int64
+	First, Last string
 }
 
 // SweepBounds lists the bounds of a sweep's pages, in page order.

@@ -119,7 +119,6 @@ func (l *Lister) Cursor() string { return l.cursor }
 // the same request again.
 func (l *Lister) Position() (cursor string, start int64) { return l.cursor, l.read }
 
-
 // Total is the size of the whole list as the ERP stated it (DataTables
 // recordsTotal, DRF count), or -1 when it did not say.
 func (l *Lister) Total() int64 { return l.total }

@@ -34,13 +34,13 @@ type Run struct {
 	sweepID    int64     // the sweep it walked, if any
 	followedAt time.Time // when a follow run had read everything new
 	swept      string    // why a follow run swept instead
-	stats   model.RunStats
-	notes   []string
-	warns   []string // what status shows until the next successful run
-	freshAt time.Time
-	held    int64         // rows the deletion guard held
-	rejects []db.Rejected // reported since the last commit
-	drift   []db.Drift    // reported since the last commit
+	stats      model.RunStats
+	notes      []string
+	warns      []string // what status shows until the next successful run
+	freshAt    time.Time
+	held       int64         // rows the deletion guard held
+	rejects    []db.Rejected // reported since the last commit
+	drift      []db.Drift    // reported since the last commit
 }
 
 // Setting is the value of one of the stream's own settings (Info.Settings)

@@ -28,8 +28,8 @@ type preparedPage struct {
 	at db.Anchor
 	// ids are the ids of its usable records in list order, a record
 	// listed twice on it included (for the list's order).
-	ids []string
-	total    int64  // the list's size as the ERP stated it; -1 unknown
+	ids   []string
+	total int64 // the list's size as the ERP stated it; -1 unknown
 	// labelled counts its records that carry their own company and
 	// branch, otherBranch those of them not of the login's.
 	labelled, otherBranch int
