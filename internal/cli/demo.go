@@ -75,7 +75,7 @@ func cmdDemo(e *command) error {
 
 	fmt.Fprintf(e.stdout, "erpsync demo: simulated ERP at %s with %d invoices\n\n", cfg.Sources[0].BaseURL, *invoices)
 	fmt.Fprintln(e.stdout, "first sync:")
-	if err := e.syncOnce(ctx, stop, runner, cfg, nil); err != nil {
+	if err := e.syncOnce(ctx, stop, runner, false, cfg, nil); err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {
@@ -98,7 +98,7 @@ func cmdDemo(e *command) error {
 	sim.SetCurrencyRate("EUR", "0.925000")
 	fmt.Fprintf(e.stdout, "\nthe ERP changed: invoice %s now totals 123456789012345678.123456, invoice %s is gone, one is new, EUR moved to 0.925000\n", changed, removed)
 	fmt.Fprintln(e.stdout, "second sync:")
-	if err := e.syncOnce(ctx, stop, runner, cfg, nil); err != nil {
+	if err := e.syncOnce(ctx, stop, runner, false, cfg, nil); err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {

@@ -98,7 +98,7 @@ func cmdProbe(e *command) error {
 
 func printProbe(w io.Writer, lines []probeLine) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN (COMPANY/BRANCH)\tROUTE\tSTATUS\tCONTRACT\tPAGING\tRECORDS\tWITH ID\tOWN LABELS\tLISTS\tMONEY\tFIELDS\tVERDICT")
+	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN (COMPANY/BRANCH)\tROUTE\tSTATUS\tCONTRACT\tPAGING\tRECORDS\tWITH ID\tOWN LABELS\tLISTS\tORDER\tMONEY\tFIELDS\tVERDICT")
 	for _, l := range lines {
 		verdict := "usable"
 		if !l.Usable {
@@ -108,6 +108,9 @@ func printProbe(w io.Writer, lines []probeLine) {
 		}
 		for _, w := range l.Warnings {
 			verdict += "; warning: " + w
+		}
+		if l.Follow != "" {
+			verdict += "; " + l.Follow
 		}
 		status := "-"
 		if l.Status != 0 {
@@ -122,8 +125,12 @@ func printProbe(w io.Writer, lines []probeLine) {
 		if l.Records > 0 {
 			labels = fmt.Sprintf("%d of %d", l.Labelled, l.Records)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", l.Source, l.Stream, dash(login), l.Route, status,
-			l.Contract, dash(paging), l.Records, l.WithID, labels, listScope(l.ListScope), dash(moneySummary(l.Money)),
+		order := l.Order
+		if order == "" && l.Follow != "" {
+			order = "unknown"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Source, l.Stream, dash(login), l.Route, status,
+			l.Contract, dash(paging), l.Records, l.WithID, labels, listScope(l.ListScope), dash(order), dash(moneySummary(l.Money)),
 			dash(fieldSummary(l.Missing, l.Unexpected)), oneLine(verdict, 160))
 	}
 	tw.Flush()

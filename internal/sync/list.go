@@ -68,7 +68,7 @@ func (l *List) Name() string { return l.Stream }
 // Info declares the list's route and table.
 func (l *List) Info() Info {
 	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: l.Schedule,
-		Core: l.Core, History: l.History, Rows: l.table, Month: l.Month}
+		Follows: l.follows(), Core: l.Core, History: l.History, Rows: l.table, Month: l.Month}
 }
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.

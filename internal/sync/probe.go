@@ -80,6 +80,11 @@ type ProbeReport struct {
 	// the list: "branch" (each login lists its branch's records),
 	// "company" (each lists the whole company's), or "" (cannot tell).
 	ListScope string `json:"list_scope,omitempty"`
+	// Order is the order of the ids a paged list's first page listed
+	// ("ascending", "descending", "unordered"; "" with fewer than two),
+	// and Follow the way it would be followed between complete sweeps.
+	Order  string `json:"order,omitempty"`
+	Follow string `json:"follow,omitempty"`
 	// Warnings are what is worth knowing without making the stream
 	// unusable.
 	Warnings []string `json:"warnings,omitempty"`
@@ -115,7 +120,26 @@ func (l *List) Probe(ctx context.Context, p *Probe) ProbeReport {
 	rep.Status = http.StatusOK
 	rep.Page(page, req.PageSize)
 	rep.Examine(page, []string{"id"}, l.table.columnsOf(true), l.table.Expected())
+	if l.follows() {
+		var trail orderTrail
+		rep.Order = trail.extend(rep.IDs)
+		rep.Follow = followStrategy(rep.Order)
+	}
 	return rep
+}
+
+// followStrategy says how a list whose ids come in order would be
+// followed between its complete sweeps.
+func followStrategy(order string) string {
+	switch order {
+	case ascending:
+		return "new records last: follow runs ask again from the last page read and read on"
+	case descending:
+		return "new records first: follow runs read from the first page to one the warehouse has"
+	case unordered:
+		return "not in a strict order of ids: every run is a complete sweep"
+	}
+	return "too few records to tell the order: complete sweeps until two agree"
 }
 
 // Failed records what an error says of the route: its status, and a 403

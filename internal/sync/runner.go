@@ -127,7 +127,7 @@ func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 // up. A login whose list cannot be followed is swept instead (under the
 // sweep's lock), the reason in its result.
 func (rn *Runner) Follow(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
-	if l, ok := s.(*List); !ok || !l.follows() {
+	if !s.Info().Follows {
 		return []Result{{Kind: model.KindFollow, Status: model.StatusFailed, Err: fmt.Errorf("%w: %s", ErrCannotFollow, s.Name())}}
 	}
 	return rn.run(ctx, stop, t, s, model.KindFollow, progress)

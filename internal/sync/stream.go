@@ -76,6 +76,9 @@ type Info struct {
 	// Schedule is its default schedule (robfig/cron syntax); "" is
 	// DefaultSchedule.
 	Schedule string
+	// Follows: the stream is a paged list, read in follow runs between
+	// its complete sweeps (Runner.Follow).
+	Follows bool
 	// Core streams are enabled when the configuration names no streams.
 	Core bool
 	// History is whether it keeps the versions its rows replace.
