@@ -19,10 +19,13 @@ CREATE INDEX sync_runs_kind ON erp.sync_runs (source, stream, login, kind, id DE
 -- 'descending', 'unordered'; NULL while fewer than two were read), the
 -- last id of its last page, its highest id, and the highest id follow
 -- runs had read when it began (an id it inserts at or below that one is
--- a record the follows missed). Highest ids are kept as sort keys: text
+-- a record the follows missed). reset_at: when `erpsync reset` started the
+-- stream over for the login (its next runs read everything again). Highest
+-- ids are kept as sort keys: text
 -- whose byte order (COLLATE "C") is the order of ids, whole numbers by
 -- value (internal/sync/order.go).
 ALTER TABLE erp.sync_checkpoints
+    ADD COLUMN reset_at timestamptz,
     ADD COLUMN sweep_order text CHECK (sweep_order IN ('ascending', 'descending', 'unordered')),
     ADD COLUMN sweep_last_id text,
     ADD COLUMN sweep_max_key text COLLATE "C",
@@ -165,7 +168,7 @@ END
 $$;
 -- +goose StatementEnd
 DROP TABLE erp.deletion_candidates, erp.sweep_bounds, erp.sync_follow;
-ALTER TABLE erp.sync_checkpoints DROP COLUMN sweep_order, DROP COLUMN sweep_last_id, DROP COLUMN sweep_max_key,
+ALTER TABLE erp.sync_checkpoints DROP COLUMN reset_at, DROP COLUMN sweep_order, DROP COLUMN sweep_last_id, DROP COLUMN sweep_max_key,
     DROP COLUMN sweep_followed_key;
 DROP INDEX erp.sync_runs_kind;
 ALTER TABLE erp.sync_runs DROP COLUMN kind;

@@ -43,6 +43,7 @@ Usage:
   erpsync check                check configuration, database, ERP login and /api/auth/me/
   erpsync probe [STREAM...]    one small read per stream: is each usable on this installation? (--json)
   erpsync verify [STREAM...]   compare the warehouse with the ERP, rows and money sums; exit 1 if they differ (--json)
+  erpsync reset STREAM         start a stream over: its next run reads everything again (rows and versions kept)
   erpsync demo                 sync the built-in ERP simulator into a local database
   erpsync version              version and build information
 
@@ -55,6 +56,7 @@ variables (ERPSYNC_*) override the file. See docs/configuration.md.
 type command struct {
 	args    []string
 	environ []string
+	stdin   io.Reader
 	stdout  io.Writer
 	stderr  io.Writer
 	catalog *sync.Catalog
@@ -63,7 +65,7 @@ type command struct {
 }
 
 // Main runs one command and returns the exit status.
-func Main(args []string, environ []string, stdout, stderr io.Writer) int {
+func Main(args []string, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -73,10 +75,11 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "erpsync: %v\n", err)
 		return exitFailed
 	}
-	e := &command{args: args[1:], environ: environ, stdout: stdout, stderr: stderr, catalog: catalog, term: newTerminal(stderr)}
+	e := &command{args: args[1:], environ: environ, stdin: stdin, stdout: stdout, stderr: stderr, catalog: catalog, term: newTerminal(stderr)}
 	cmds := map[string]func(*command) error{
 		"migrate":  cmdMigrate,
 		"sync":     cmdSync,
+		"reset":    cmdReset,
 		"run":      cmdRun,
 		"status":   cmdStatus,
 		"check":    cmdCheck,

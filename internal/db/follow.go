@@ -187,3 +187,41 @@ ON CONFLICT (source, stream, login, id) DO NOTHING`, k.Source, k.Stream, k.Login
 	}
 	return nil
 }
+
+// ResetStream starts a stream over for a login, keeping every row and
+// every version: it forgets the sweep in progress, the last complete
+// sweep's page digests, the deletion the guard holds, the rows held for a
+// second sweep and how the list is followed (its anchors, its order, a
+// demotion), and records when. The data stay as fresh as they were.
+func ResetStream(ctx context.Context, tx pgx.Tx, k StreamKey) error {
+	b := &pgx.Batch{}
+	b.Queue(`DELETE FROM erp.sweep_seen WHERE sweep_id = (SELECT sweep_id FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3)`,
+		k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.sweep_bounds WHERE sweep_id = (SELECT sweep_id FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3)`,
+		k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.sync_follow WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
+	b.Queue(`
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, reset_at, updated_at) VALUES ($1, $2, $3, now(), now())
+ON CONFLICT (source, stream, login) DO UPDATE SET sweep_id = NULL, sweep_started_at = NULL, cursor = NULL, pages = 0, rows = 0,
+    bulk_load = false, last_sweep_id = NULL, held_deletions = 0, held_digest = NULL, held_sweeps = 0, held_since = NULL,
+    sweep_order = NULL, sweep_last_id = NULL, sweep_max_key = NULL, sweep_followed_key = NULL, reset_at = now(), updated_at = now()`,
+		k.Source, k.Stream, k.Login)
+	return SendBatch(ctx, tx, b, "resetting "+k.String())
+}
+
+// ResetSince reports whether the stream was reset for the login since its
+// data were last complete: its next run reads everything again.
+func ResetSince(ctx context.Context, q Querier, k StreamKey) (bool, error) {
+	var reset bool
+	err := q.QueryRow(ctx, `SELECT coalesce(reset_at > coalesce(last_sweep_completed_at, '-infinity'), false)
+FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).Scan(&reset)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading whether %s was reset: %w", k, Describe(err))
+	}
+	return reset, nil
+}

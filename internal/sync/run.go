@@ -74,6 +74,11 @@ func (r *Run) Int(key string) (int, error) {
 	return n, nil
 }
 
+// AfterReset reports whether the stream was reset for the run's login
+// (erpsync reset) since its data were last complete: a stream of its own
+// that reads less than everything on later runs reads everything again.
+func (r *Run) AfterReset(ctx context.Context) (bool, error) { return db.ResetSince(ctx, r.conn, r.key) }
+
 // KeepsHistory is whether the run keeps the versions its rows replace:
 // as the source's configuration says, else the stream's default.
 func (r *Run) KeepsHistory() bool { return keepsHistory(r.target, r.key.Stream, r.info.History) }

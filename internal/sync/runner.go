@@ -302,3 +302,110 @@ func (rn *Runner) obs() Observer {
 	}
 	return rn.Obs
 }
+
+// Resetter is a stream of its own that keeps, besides its checkpoint,
+// what makes its runs read less than everything (the journal lines, which
+// documents' previews were read). Reset forgets that for the login of
+// scope, in the reset's transaction, and says what it forgot.
+type Resetter interface {
+	Stream
+	Reset(ctx context.Context, tx pgx.Tx, scope model.Scope) (forgot string, err error)
+}
+
+// Reset starts a stream over for each login of the target (see
+// db.ResetStream): every row and every version is kept, and the next run
+// of each login reads everything again, comparing row by row. It holds
+// both of the stream's locks for its transactions, and is refused
+// (ErrBusy) while a run holds either. Each login's reset is recorded in
+// erp.sync_runs as a run of kind reset.
+func (rn *Runner) Reset(ctx context.Context, t Target, s Stream) []Result {
+	name := s.Name()
+	log := rn.logger().With("source", t.Source, "stream", name, "kind", model.KindReset)
+	pc, err := rn.Pool.Acquire(ctx)
+	if err != nil {
+		return []Result{{Kind: model.KindReset, Status: model.StatusFailed, Err: fmt.Errorf("%s: database: %w", name, db.Describe(err))}}
+	}
+	conn := pc.Conn()
+	defer pc.Release()
+	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow} {
+		unlock, err := lockStream(ctx, conn, t.Source, name, kind)
+		if err != nil {
+			return []Result{{Kind: model.KindReset, Status: model.StatusFailed, Err: err}}
+		}
+		if unlock == nil {
+			return []Result{{Kind: model.KindReset, Err: ErrBusy}}
+		}
+		defer unlock()
+	}
+	var out []Result
+	for _, l := range t.Logins {
+		start := time.Now()
+		res := rn.resetLogin(ctx, conn, t, l, s)
+		res.Login, res.Kind, res.Elapsed = l.Name, model.KindReset, time.Since(start)
+		if res.Err != nil {
+			log.Error("reset failed", "login", l.Name, "err", res.Err)
+		} else {
+			log.Info("stream reset: its next run reads everything again", "login", l.Name)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// resetLogin resets the stream for one login, in one transaction.
+func (rn *Runner) resetLogin(ctx context.Context, conn *pgx.Conn, t Target, l Login, s Stream) Result {
+	key := db.StreamKey{Source: t.Source, Stream: s.Name(), Login: l.Name}
+	if err := db.CheckWritable(ctx, conn); err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
+	if err := db.ClaimLegacyCheckpoint(ctx, conn, key); err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
+	host, _ := os.Hostname()
+	runID, err := db.StartRun(ctx, conn, key, model.KindReset, host, os.Getpid())
+	if err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
+	note := "checkpoints, page digests, held deletions, rows held for a second sweep and how the list is followed forgotten; rows and versions kept"
+	err = func() error {
+		var scope model.Scope
+		rs, isResetter := s.(Resetter)
+		if isResetter {
+			id, err := l.Client.Identity(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: the login's company and branch are needed to reset it: %w", s.Name(), err)
+			}
+			scope = model.Scope{Source: t.Source, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("begin: %w", db.Describe(err))
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if err := db.ResetStream(ctx, tx, key); err != nil {
+			return err
+		}
+		if isResetter {
+			forgot, err := rs.Reset(ctx, tx, scope)
+			if err != nil {
+				return err
+			}
+			note += "; " + forgot
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("commit: %w", db.Describe(err))
+		}
+		return nil
+	}()
+	res := Result{RunID: runID, Err: err, Status: statusOf(err)}
+	errText := ""
+	if err != nil {
+		errText, note = err.Error(), ""
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if ferr := db.FinishRun(fctx, conn, runID, res.Status, 0, model.RunStats{}, errText, note); ferr != nil && res.Err == nil {
+		res.Err, res.Status = ferr, model.StatusFailed
+	}
+	return res
+}

@@ -80,6 +80,11 @@ func (s balanceSheet) Steps(ctx context.Context, r *sync.Run, commit func(sync.S
 	if err != nil {
 		return err
 	}
+	if after, err := r.AfterReset(ctx); err != nil {
+		return err
+	} else if after {
+		reread = months // the stream was reset: every month end again
+	}
 	ends := MonthEnds(now, months)
 	if err := commit(sync.Step{Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 		return model.RunStats{}, db.ClaimLegacySnapshots(ctx, tx, r.Scope())

@@ -101,6 +101,20 @@ func (journalLines) document(ctx context.Context, r *sync.Run, d document, doc d
 	}}, nil
 }
 
+// Reset forgets which documents' previews the login read: their lines
+// are read again (and kept meanwhile).
+func (journalLines) Reset(ctx context.Context, tx pgx.Tx, scope model.Scope) (string, error) {
+	var n int64
+	for _, d := range documents {
+		m, err := db.ForgetJournalLines(ctx, tx, "erp."+d.stream, d.kind, scope)
+		if err != nil {
+			return "", err
+		}
+		n += m
+	}
+	return fmt.Sprintf("the journal lines of %d documents will be read again", n), nil
+}
+
 // decodePreview reads a journal preview: {ok, data: {lines: [...]}},
 // {lines: [...]} or a bare array of lines.
 func decodePreview(path string, body []byte) (*erp.Page, error) {
