@@ -7,6 +7,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	gosync "sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,8 @@ type Metrics struct {
 	lastFollow  *prometheus.GaugeVec
 	followSwept *prometheus.CounterVec
 	missed      *prometheus.CounterVec
+	drift       *prometheus.CounterVec
+	driftFields driftFields
 	lastFailed  *prometheus.GaugeVec
 	held        *prometheus.GaugeVec
 	skipped     *prometheus.CounterVec
@@ -84,6 +87,10 @@ func New() *Metrics {
 			Name: "erpsync_follow_missed_total",
 			Help: "Records a complete sweep inserted at or below the highest id follow runs had read: records the follows missed (the login's list is then swept, not followed, until reset).",
 		}, []string{"source", "stream", "login"}),
+		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "erpsync_schema_drift_total",
+			Help: "Records that differed from what the stream expects, by field and change: added, missing, type (another JSON kind), scale (money), duplicate, unusable (a typed column could not read it and is NULL). Fields past the first 100 of a stream are counted as field=\"(other)\".",
+		}, []string{"source", "stream", "field", "change"}),
 		lastFailed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_last_run_failed", Help: "1 if the last run of the stream through the login failed, else 0.",
 		}, []string{"source", "stream", "login"}),
@@ -125,7 +132,7 @@ func New() *Metrics {
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.rows, m.pages, m.requests, m.retries, m.rateWait, m.duration,
-		m.lastSuccess, m.lastFollow, m.followSwept, m.missed, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
+		m.lastSuccess, m.lastFollow, m.followSwept, m.missed, m.drift, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -238,6 +245,42 @@ func (m *Metrics) RunFinished(source, stream string, o model.RunOutcome) {
 	case model.StatusFailed:
 		m.lastFailed.WithLabelValues(source, stream, o.Login).Set(1)
 	}
+}
+
+// DriftCounted implements sync.Observer.
+func (m *Metrics) DriftCounted(source, stream, field, change string, n int64) {
+	m.drift.WithLabelValues(source, stream, m.driftFields.label(source, stream, field), change).Add(float64(n))
+}
+
+// maxDriftFields bounds the fields a stream's drift is counted under: the
+// fields come from the ERP's records, and an installation that adds a
+// field per record must not make a series per record.
+const maxDriftFields = 100
+
+// driftFields remembers, per stream, the fields drift was counted under.
+type driftFields struct {
+	mu   gosync.Mutex
+	seen map[[2]string]map[string]bool
+}
+
+// label is field, or "(other)" once the stream has maxDriftFields others.
+func (d *driftFields) label(source, stream, field string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = map[[2]string]map[string]bool{}
+	}
+	k := [2]string{source, stream}
+	fields := d.seen[k]
+	if fields == nil {
+		fields = map[string]bool{}
+		d.seen[k] = fields
+	}
+	if !fields[field] && len(fields) >= maxDriftFields {
+		return "(other)"
+	}
+	fields[field] = true
+	return field
 }
 
 // FollowMissed implements sync.Observer.

@@ -38,6 +38,8 @@ type harness struct {
 	history map[string]bool
 	// settings are the streams' own settings, by stream.
 	settings map[string]map[string]string
+	// driftStop are the streams whose drift policy is stop.
+	driftStop map[string]bool
 }
 
 func newHarness(t *testing.T, opts erpsim.Options) *harness {
@@ -98,7 +100,7 @@ func (h *harness) runKind(stream string, run func(context.Context, <-chan struct
 // target is the simulator as one source with one login.
 func (h *harness) target() sync.Target {
 	return sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages,
-		Prefixes: h.prefixes, History: h.history, Settings: h.settings}
+		Prefixes: h.prefixes, History: h.history, Settings: h.settings, DriftStop: h.driftStop}
 }
 
 func (h *harness) mustRun(stream string) sync.Result {

@@ -245,8 +245,14 @@ func (r *Run) commit(ctx context.Context, p policy, bk *book, write func(ctx con
 		}
 		last = p.queue(statements, bk)
 	}
+	drift = mergeDrift(append(drift, r.drift...))
+	if r.target.DriftStop[r.key.Stream] {
+		if err := driftStops(r.key.Stream, drift); err != nil {
+			return err
+		}
+	}
 	db.QueueInsertRejected(statements, r.target.Source, r.key.Stream, r.runID, rejected)
-	db.QueueRecordDrift(statements, r.target.Source, r.key.Stream, mergeDrift(append(drift, r.drift...)))
+	db.QueueRecordDrift(statements, r.target.Source, r.key.Stream, drift)
 	if bk != nil && !last && st.Inserted+st.Updated == 0 && len(rejected) == 0 {
 		// The pages changed nothing: the transaction holds only where the
 		// walk stands, its seen-list (which a Postgres crash empties
@@ -280,11 +286,37 @@ func (r *Run) commit(ctx context.Context, p policy, bk *book, write func(ctx con
 	st.Rejected += int64(len(rejected))
 	r.stats.Add(st)
 	r.runner.obs().PageCommitted(r.target.Source, r.key.Stream, st)
+	for _, d := range drift {
+		r.runner.obs().DriftCounted(r.target.Source, r.key.Stream, d.Field, d.Change, d.Count)
+	}
 	if r.progress != nil {
 		r.progress(r.stats)
 	}
 	if len(rejected) > 0 {
 		r.log.Warn("records rejected", "count", len(rejected), "first_reason", rejected[0].Reason)
+	}
+	return nil
+}
+
+// DriftStopError is a run stopped by its stream's drift policy (drift:
+// stop): a value a typed column cannot read, in the page or step about to
+// be written, which was not.
+type DriftStopError struct {
+	Stream, Field, Why, Example string
+}
+
+func (e *DriftStopError) Error() string {
+	return fmt.Sprintf("%s: drift: stop: field %s cannot be read (%s), e.g. %s; nothing of this page was written (drift: record writes NULL and records the drift)",
+		e.Stream, e.Field, e.Why, e.Example)
+}
+
+// driftStops is the drift policy stop: a typed column that cannot be read
+// (a lenient column's value in another shape, or absent) stops the run.
+func driftStops(stream string, drift []db.Drift) error {
+	for _, d := range drift {
+		if d.Change == driftUnusable {
+			return &DriftStopError{Stream: stream, Field: d.Field, Why: d.Detail, Example: d.Example}
+		}
 	}
 	return nil
 }

@@ -34,6 +34,9 @@ type Observer interface {
 	// FollowMissed is called when a complete sweep found records that
 	// follow runs had missed (see sweep.queue).
 	FollowMissed(source, stream, login string, n int64)
+	// DriftCounted is called after a commit for each kind of drift it
+	// stored: n records differed so in field.
+	DriftCounted(source, stream, field, change string, n int64)
 }
 
 type nopObserver struct{}
@@ -41,6 +44,7 @@ type nopObserver struct{}
 func (nopObserver) PageCommitted(string, string, model.RunStats) {}
 func (nopObserver) RunFinished(string, string, model.RunOutcome) {}
 func (nopObserver) FollowMissed(string, string, string, int64)   {}
+func (nopObserver) DriftCounted(string, string, string, string, int64) {}
 
 // Runner runs streams against the warehouse.
 type Runner struct {
@@ -78,6 +82,10 @@ type Target struct {
 	// Settings are the streams' own settings (Info.Settings), by stream,
 	// every one filled in.
 	Settings map[string]map[string]string
+	// DriftStop are the streams whose typed columns must be readable: a
+	// page (or step) with a value a typed column cannot read fails the
+	// run before it is written (the configuration's drift: stop).
+	DriftStop map[string]bool
 }
 
 // Login is one login of a source: what it is known by (its username or

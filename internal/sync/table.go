@@ -230,6 +230,10 @@ func (t *Table) columnsOf(money bool) []string {
 	return out
 }
 
+// driftUnusable is the drift of a typed column that could not read its
+// field (absent, or in a shape it does not read): the column is NULL.
+const driftUnusable = "unusable"
+
 // Drift counts the differences between what a table expects of records
 // and what came, over a page (or any batch of records): Row adds to it,
 // Entries lists it for Run.Drift.
@@ -359,7 +363,7 @@ func (c Column) strict(rec erp.Record) (any, error) {
 func (c Column) lenient(rec erp.Record, nested *nestedCache, drift *Drift, id string) any {
 	raw, path, found := lookup(rec, c.Field, c.Alt, nested)
 	if !found {
-		drift.add(c.Field, "unusable", c.Name+" is NULL: the field is absent", "record "+id)
+		drift.add(c.Field, driftUnusable, c.Name+" is NULL: the field is absent", "record "+id)
 		return nil
 	}
 	kind := erp.Kind(raw)
@@ -368,7 +372,7 @@ func (c Column) lenient(rec erp.Record, nested *nestedCache, drift *Drift, id st
 	}
 	v, why := parseTyped(c.Type, raw, kind)
 	if why != "" {
-		drift.add(path, "unusable", c.Name+" is NULL: "+why, erp.Truncate(string(raw), 100))
+		drift.add(path, driftUnusable, c.Name+" is NULL: "+why, erp.Truncate(string(raw), 100))
 		return nil
 	}
 	return v
