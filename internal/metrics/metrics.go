@@ -30,6 +30,7 @@ type Metrics struct {
 	duration    *prometheus.HistogramVec
 	lastSuccess *prometheus.GaugeVec
 	lastFollow  *prometheus.GaugeVec
+	followEvery *prometheus.GaugeVec
 	followSwept *prometheus.CounterVec
 	missed      *prometheus.CounterVec
 	drift       *prometheus.CounterVec
@@ -79,6 +80,10 @@ func New() *Metrics {
 			Name: "erpsync_last_follow_timestamp_seconds",
 			Help: "Unix time a follow run of the paged list through the login last read everything new (found something or not), as erp.stream_freshness has it.",
 		}, []string{"source", "stream", "login"}),
+		followEvery: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "erpsync_follow_interval_seconds",
+			Help: "Seconds between two scheduled follow runs of a paged list (its schedule; erpsync_schedule_interval_seconds is then its complete sweeps'). Only streams that are followed have it.",
+		}, []string{"source", "stream"}),
 		followSwept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "erpsync_follow_sweeps_total",
 			Help: "Follow runs that read the whole list instead (the list not in a strict order of ids, continuity not proved, the login's first run), as erp.sync_runs.note says why.",
@@ -108,7 +113,7 @@ func New() *Metrics {
 		}, []string{"source", "stream"}),
 		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_schedule_interval_seconds",
-			Help: "Seconds between two scheduled runs of the stream (for cron specs, the next interval).",
+			Help: "Seconds between two scheduled runs of the stream that read it whole (complete sweeps; for cron specs, the next interval).",
 		}, []string{"source", "stream"}),
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "erpsync_pruned_rows_total",
@@ -132,7 +137,7 @@ func New() *Metrics {
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.rows, m.pages, m.requests, m.retries, m.rateWait, m.duration,
-		m.lastSuccess, m.lastFollow, m.followSwept, m.missed, m.drift, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
+		m.lastSuccess, m.lastFollow, m.followEvery, m.followSwept, m.missed, m.drift, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -171,8 +176,10 @@ func (m *Metrics) Declare(source, stream string, logins []string, interval time.
 	}
 }
 
-// DeclareFollow creates the series of a stream that is followed.
-func (m *Metrics) DeclareFollow(source, stream string, logins []string) {
+// DeclareFollow creates the series of a stream that is followed, with its
+// follow schedule's interval.
+func (m *Metrics) DeclareFollow(source, stream string, logins []string, interval time.Duration) {
+	m.followEvery.WithLabelValues(source, stream).Set(interval.Seconds())
 	for _, l := range logins {
 		m.followSwept.WithLabelValues(source, stream, l)
 		m.missed.WithLabelValues(source, stream, l)
