@@ -41,9 +41,9 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) PageCommitted(string, string, model.RunStats) {}
-func (nopObserver) RunFinished(string, string, model.RunOutcome) {}
-func (nopObserver) FollowMissed(string, string, string, int64)   {}
+func (nopObserver) PageCommitted(string, string, model.RunStats)       {}
+func (nopObserver) RunFinished(string, string, model.RunOutcome)       {}
+func (nopObserver) FollowMissed(string, string, string, int64)         {}
 func (nopObserver) DriftCounted(string, string, string, string, int64) {}
 
 // Runner runs streams against the warehouse.
