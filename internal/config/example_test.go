@@ -1,11 +1,14 @@
 package config
 
 import (
+	"bufio"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // exampleSpecs are the streams the examples name.
@@ -28,6 +31,24 @@ func withSecrets(t *testing.T, text string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// envFile reads the variables a systemd EnvironmentFile sets.
+func envFile(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // TestExamples are the configurations the repository ships: each loads as
@@ -82,6 +103,35 @@ func TestExamples(t *testing.T) {
 		sc, _ := cfg.Sources[0].Stream("invoices")
 		if sc.SweepSchedule != "@every 6h" || sc.Drift != DriftStop || sc.History == nil || *sc.History {
 			t.Errorf("invoices = %+v", sc)
+		}
+	})
+
+	t.Run("TheSystemdEnvironmentFitsTheExampleConfig", func(t *testing.T) {
+		// The unit reads erpsync.env beside the example config: nothing it
+		// sets may be meant for a source the file does not have.
+		env := envFile(t, "../../deploy/systemd/erpsync.env.example")
+		if _, err := Load(env, Options{ConfigFile: withSecrets(t, example), NeedERP: true, Streams: exampleSpecs}); err != nil {
+			t.Errorf("erpsync.env.example with the example config: %v", err)
+		}
+	})
+
+	t.Run("TheKubernetesConfigLoads", func(t *testing.T) {
+		b, err := os.ReadFile("../../deploy/kubernetes/configmap.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cm struct {
+			Data map[string]string `yaml:"data"`
+		}
+		if err := yaml.Unmarshal(b, &cm); err != nil || cm.Data["erpsync.yaml"] == "" {
+			t.Fatalf("configmap: %v, data %v", err, cm.Data)
+		}
+		cfg, err := Load(nil, Options{ConfigFile: withSecrets(t, cm.Data["erpsync.yaml"]), NeedERP: true, Streams: exampleSpecs})
+		if err != nil {
+			t.Fatalf("the configmap's erpsync.yaml: %v", err)
+		}
+		if len(cfg.Sources) != 1 || cfg.Sources[0].Logins[0].Password.Value() != "s3cret" {
+			t.Errorf("sources = %+v", cfg.Sources)
 		}
 	})
 }
