@@ -296,7 +296,8 @@ func specs(c *sync.Catalog) []config.StreamSpec {
 	for _, n := range c.Names() {
 		s, _ := c.Lookup(n)
 		info := s.Info()
-		sp := config.StreamSpec{Name: n, Schedule: info.Schedule, Core: info.Core, History: info.History != sync.NoHistory}
+		sp := config.StreamSpec{Name: n, Schedule: info.Schedule, Follows: info.Follows, SweepSchedule: info.SweepSchedule,
+			Core: info.Core, History: info.History != sync.NoHistory}
 		for _, set := range info.Settings {
 			sp.Settings = append(sp.Settings, config.SettingSpec{Key: set.Key, Default: set.Default, Check: set.Check})
 		}

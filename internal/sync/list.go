@@ -31,6 +31,9 @@ type List struct {
 	Contract Contract
 	// Schedule is the default schedule; "" is DefaultSchedule.
 	Schedule string
+	// Follows: the list can be followed (Info.Follows); its default sweep
+	// schedule is, for now, its Schedule.
+	Follows bool
 	// Core lists are enabled when the configuration names no streams.
 	Core    bool
 	Columns []Column
@@ -72,7 +75,9 @@ func (l *List) Name() string { return l.Stream }
 
 // Info declares the list's route, table and columns.
 func (l *List) Info() Info {
-	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: cmp.Or(l.Schedule, DefaultSchedule),
+	schedule := cmp.Or(l.Schedule, DefaultSchedule)
+	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: schedule,
+		Follows: l.Follows, SweepSchedule: schedule,
 		Core: l.Core, History: l.History, Table: "erp." + l.Stream, Money: l.table.columnsOf(true), Typed: l.table.columnsOf(false)}
 }
 

@@ -42,6 +42,12 @@ type Info struct {
 	Contract Contract
 	// Schedule is its default schedule (robfig/cron syntax).
 	Schedule string
+	// Follows says the stream can follow its list, reading only what is
+	// new on Schedule and its whole list on SweepSchedule.
+	Follows bool
+	// SweepSchedule is the default schedule of its complete sweeps when it
+	// Follows.
+	SweepSchedule string
 	// Core streams are enabled when the configuration names no streams.
 	Core bool
 	// History is whether it keeps the versions its rows replace.

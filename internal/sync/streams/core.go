@@ -21,6 +21,7 @@ func Invoices() *sync.List {
 		Stream:   "invoices",
 		Core:     true,
 		Schedule: "@every 5m", // invoices change all day
+		Follows:  true,
 		History:  sync.HistoryOn,
 		Path:     "/sales/api/invoices/list/",
 		Month:    "date",

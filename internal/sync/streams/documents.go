@@ -13,6 +13,7 @@ type document struct {
 	stream     string // the list stream; its table is erp.<stream>
 	path       string // the list route; a document's routes are below it
 	paging     erp.Paging
+	follows    bool   // the list can be followed
 	permission string // what listing needs
 	preview    string // what reading a journal preview needs
 	columns    []sync.Column
@@ -39,7 +40,7 @@ var voucherFields = map[string]string{
 var documents = []document{
 	{
 		kind: "journal_entry", stream: "journal_entries", path: "/accounts/api/journal-entries/",
-		paging: erp.OffsetPaged, permission: "accounts.journal.view", preview: "accounts.journal.view",
+		paging: erp.OffsetPaged, follows: true, permission: "accounts.journal.view", preview: "accounts.journal.view",
 		columns: []sync.Column{
 			{Name: "status", Field: "status", Type: sync.Text},
 			{Name: "total_debit", Field: "total_debit", Type: sync.Money},
@@ -66,6 +67,6 @@ var documents = []document{
 
 // list is the document kind's list stream.
 func (d document) list() *sync.List {
-	return &sync.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission, Contract: sync.ContractUnreviewed,
+	return &sync.List{Stream: d.stream, Path: d.path, Paging: d.paging, Follows: d.follows, Permission: d.permission, Contract: sync.ContractUnreviewed,
 		History: sync.HistoryOn, Month: "date", Columns: d.columns, Expect: d.expect}
 }
