@@ -24,6 +24,9 @@ func cmdCheck(e *command) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "ok    configuration: %d source(s)\n", len(cfg.Sources))
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(e.stdout, "warn  configuration: %s\n", w)
+	}
 	log := newLogger(cfg, e.term)
 	ctx, cancel := signalContext()
 	defer cancel()

@@ -299,7 +299,8 @@ func specs(c *sync.Catalog) []config.StreamSpec {
 	for _, n := range c.Names() {
 		s, _ := c.Lookup(n)
 		info := s.Info()
-		sp := config.StreamSpec{Name: n, Schedule: info.ScheduleDefault(), Core: info.Core, History: info.History != sync.NoHistory}
+		sp := config.StreamSpec{Name: n, Schedule: info.ScheduleDefault(), Follows: info.Follows, SweepSchedule: info.SweepScheduleDefault(),
+			Core: info.Core, History: info.History != sync.NoHistory}
 		for _, set := range info.Settings {
 			sp.Settings = append(sp.Settings, config.SettingSpec{Key: set.Key, Default: set.Default, Check: set.Check})
 		}

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -411,6 +413,30 @@ func TestCheckSucceeds(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("check output lacks %q\n%s", want, r)
 		}
+	}
+	assertNoSecret(t, r, append([]string{goodPassword}, issuedTokens(sim)...)...)
+}
+
+// TestCheckWarnsOfAPasswordFileEveryoneMayRead: the file is read (a
+// Kubernetes Secret volume is mode 0644 unless told otherwise) and check
+// says so, naming the variable and the file but not the password.
+func TestCheckWarnsOfAPasswordFileEveryoneMayRead(t *testing.T) {
+	t.Parallel()
+	sim, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 10})
+	dbURL := testdb.New(t)
+	pw := filepath.Join(t.TempDir(), "erp-password")
+	if err := os.WriteFile(pw, []byte(goodPassword+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(pw, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	r := runMain(t, erpEnv(simURL, dbURL, "", "ERPSYNC_ERP_PASSWORD_FILE="+pw), "check")
+	if r.code != exitOK {
+		t.Fatalf("check: exit %d, want 0\n%s", r.code, r)
+	}
+	if !regexp.MustCompile(`warn\s+configuration: source "default": ERPSYNC_ERP_PASSWORD_FILE: ` + regexp.QuoteMeta(pw) + ` can be read by every user`).MatchString(r.stdout) {
+		t.Errorf("check output lacks the warning\n%s", r)
 	}
 	assertNoSecret(t, r, append([]string{goodPassword}, issuedTokens(sim)...)...)
 }

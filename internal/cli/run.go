@@ -31,6 +31,9 @@ func cmdRun(e *command) error {
 		cfg.AutoMigrate = false
 	}
 	log := newLogger(cfg, e.term)
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration", "warning", w)
+	}
 	m := metrics.New()
 	targets := map[string]sync.Target{}
 	for _, src := range cfg.Sources {

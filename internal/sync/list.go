@@ -30,6 +30,10 @@ type List struct {
 	Contract Contract
 	// Schedule is the default schedule; "" is DefaultSchedule.
 	Schedule string
+	// SweepSchedule is the default schedule of its complete sweeps when
+	// it is followed (a list paged by cursor or by start/length, see
+	// follows); "" is Schedule: every run a complete sweep.
+	SweepSchedule string
 	// Core lists are enabled when the configuration names no streams.
 	Core    bool
 	Columns []Column
@@ -68,7 +72,7 @@ func (l *List) Name() string { return l.Stream }
 // Info declares the list's route and table.
 func (l *List) Info() Info {
 	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: l.Schedule,
-		Follows: l.follows(), Core: l.Core, History: l.History, Rows: l.table, Month: l.Month}
+		Follows: l.follows(), SweepSchedule: l.SweepSchedule, Core: l.Core, History: l.History, Rows: l.table, Month: l.Month}
 }
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.

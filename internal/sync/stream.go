@@ -77,8 +77,12 @@ type Info struct {
 	// DefaultSchedule.
 	Schedule string
 	// Follows: the stream is a paged list, read in follow runs between
-	// its complete sweeps (Runner.Follow).
+	// its complete sweeps (Runner.Follow), new records on Schedule and the
+	// whole list on SweepSchedule.
 	Follows bool
+	// SweepSchedule is the default schedule of its complete sweeps when it
+	// Follows; "" is ScheduleDefault.
+	SweepSchedule string
 	// Core streams are enabled when the configuration names no streams.
 	Core bool
 	// History is whether it keeps the versions its rows replace.
@@ -117,6 +121,10 @@ func (i Info) MoneyColumns() []string {
 // ScheduleDefault is the schedule of the stream where the configuration
 // gives none.
 func (i Info) ScheduleDefault() string { return cmp.Or(i.Schedule, DefaultSchedule) }
+
+// SweepScheduleDefault is the schedule of the stream's complete sweeps
+// where the configuration gives none.
+func (i Info) SweepScheduleDefault() string { return cmp.Or(i.SweepSchedule, i.ScheduleDefault()) }
 
 // DefaultSchedule is the schedule of a stream that declares none.
 const DefaultSchedule = "@every 30m"

@@ -1,0 +1,187 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSecret is the mask a secret wears wherever it could be printed.
+func TestSecret(t *testing.T) {
+	cfg := secretConfig(t)
+	t.Run("IsNeverFormatted", func(t *testing.T) {
+		src := cfg.Sources[0]
+		// The verbs sit in a variable so that vet lets %s and %d reach the
+		// structs: a careless log line may use any of them.
+		var out strings.Builder
+		for _, verb := range []string{"%v", "%s", "%+v", "%#v", "%q", "%x", "%X"} {
+			for _, v := range []any{cfg, &cfg, src, &src, cfg.Sources, src.Logins[0].Password, src.Logins[0].ClientSecret, cfg.DatabaseURL, []Secret{src.Logins[0].Password}, map[string]any{"pw": src.Logins[0].Password}} {
+				fmt.Fprintf(&out, verb+"\n", v)
+			}
+		}
+		fmt.Fprintln(&out, cfg, src, src.Logins[0].Password)
+		fmt.Fprint(&out, cfg, src, src.Logins[0].Password)
+		for _, s := range []string{testPassword, testSecret, testDBPass} {
+			if strings.Contains(out.String(), s) {
+				t.Errorf("a formatted Config shows the secret %q:\n%s", s, out.String())
+			}
+		}
+		if !strings.Contains(out.String(), "[redacted]") {
+			t.Errorf("no mask in %s", out.String())
+		}
+		var buf bytes.Buffer
+		slog.New(slog.NewTextHandler(&buf, nil)).Info("config", "cfg", cfg, "password", src.Logins[0].Password, "source", src)
+		if s := buf.String(); strings.Contains(s, testPassword) || strings.Contains(s, testSecret) || strings.Contains(s, testDBPass) {
+			t.Errorf("slog text output shows a secret: %s", s)
+		}
+	})
+
+	t.Run("IsNeverFormattedByAWrongVerb", func(t *testing.T) {
+		src := cfg.Sources[0]
+		var out strings.Builder
+		for _, verb := range []string{"%d", "%t", "%f", "%c"} {
+			for _, v := range []any{cfg, src, src.Logins[0].Password, cfg.DatabaseURL} {
+				fmt.Fprintf(&out, verb+"\n", v)
+			}
+		}
+		for _, s := range []string{testPassword, testSecret, testDBPass} {
+			if strings.Contains(out.String(), s) {
+				t.Errorf("output shows the secret %q:\n%s", s, out.String())
+			}
+		}
+	})
+
+	t.Run("IsNeverMarshalled", func(t *testing.T) {
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "cfg", cfg, "password", cfg.Sources[0].Logins[0].Password)
+		for _, out := range []string{string(b), buf.String()} {
+			for _, s := range []string{testPassword, testSecret, testDBPass} {
+				if strings.Contains(out, s) {
+					t.Errorf("output shows the secret %q: %s", s, out)
+				}
+			}
+		}
+	})
+}
+
+// TestSecretSources is where secrets are read from: a variable, a file, or a
+// variable the file names.
+func TestSecretSources(t *testing.T) {
+	t.Run("ReadsAPasswordFileDroppingItsTrailingNewline", func(t *testing.T) {
+		for _, content := range []string{testPassword + "\n", testPassword + "\r\n", testPassword, testPassword + "\n\n"} {
+			p := writeFile(t, "pw", content)
+			cfg := mustLoad(t, []string{
+				"ERPSYNC_ERP_BASE_URL=https://erp.example.com",
+				"ERPSYNC_ERP_USERNAME=integration",
+				"ERPSYNC_ERP_PASSWORD_FILE=" + p,
+			}, Options{Streams: testSpecs, NeedERP: true})
+			if got := cfg.Sources[0].Logins[0].Password.Value(); got != testPassword {
+				t.Errorf("file %q: password = %q, want %q", content, got, testPassword)
+			}
+		}
+		// A password with inner spaces keeps them; only the trailing newline goes.
+		p := writeFile(t, "pw", " a b \n")
+		cfg := mustLoad(t, []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_PASSWORD_FILE=" + p}, Options{Streams: testSpecs})
+		if got := cfg.Sources[0].Logins[0].Password.Value(); got != " a b " {
+			t.Errorf("password = %q, want %q", got, " a b ")
+		}
+	})
+
+	t.Run("RefusesTheVariableAndTheFileTogether", func(t *testing.T) {
+		p := writeFile(t, "pw", testPassword+"\n")
+		_, err := Load(baseEnv("ERPSYNC_ERP_PASSWORD_FILE="+p), Options{Streams: testSpecs})
+		wantConfigError(t, err, "ERPSYNC_ERP_PASSWORD", "not both")
+	})
+
+	t.Run("RefusesAFileItCannotReadOrAnEmptyOne", func(t *testing.T) {
+		dir := t.TempDir()
+		for _, p := range []string{filepath.Join(dir, "missing"), dir} {
+			_, err := Load([]string{
+				"ERPSYNC_ERP_BASE_URL=https://erp.example.com",
+				"ERPSYNC_ERP_USERNAME=integration",
+				"ERPSYNC_ERP_PASSWORD_FILE=" + p,
+				"ERPSYNC_DATABASE_URL=postgres://u:" + testDBPass + "@db/x",
+				"ERPSYNC_ERP_CLIENT_SECRET=" + testSecret,
+			}, Options{Streams: testSpecs, NeedERP: true})
+			wantConfigError(t, err, "ERPSYNC_ERP_PASSWORD_FILE", p)
+		}
+		empty := writeFile(t, "empty", "\n")
+		_, err := Load([]string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_PASSWORD_FILE=" + empty}, Options{Streams: testSpecs})
+		wantConfigError(t, err, "ERPSYNC_ERP_PASSWORD_FILE", "empty")
+	})
+
+	t.Run("ReadsTheVariableTheFileNames", func(t *testing.T) {
+		path := oneSource(t, "")
+		cfg := mustLoad(t, []string{sourcePassword}, Options{Streams: testSpecs, ConfigFile: path, NeedERP: true})
+		if len(cfg.Sources) != 1 || cfg.Sources[0].Name != "default" || cfg.Sources[0].Logins[0].Password.Value() != testPassword {
+			t.Errorf("sources = %+v", cfg.Sources)
+		}
+		_, err := Load(nil, Options{Streams: testSpecs, ConfigFile: path, NeedERP: true})
+		wantConfigError(t, err, "password", "ERPSYNC_ERP_PASSWORD")
+	})
+
+	t.Run("NamesTheKeyOfAFileItCannotRead", func(t *testing.T) {
+		path := writeFile(t, "c.yaml", "sources:\n  - name: a\n    base_url: https://erp.example.com\n    password_file: /nonexistent/pw\n")
+		_, err := Load(nil, Options{Streams: testSpecs, ConfigFile: path})
+		wantConfigError(t, err, "sources[0].password_file")
+	})
+}
+
+func TestSecretFileReadableByEveryone(t *testing.T) {
+	secretFile := func(t *testing.T, mode os.FileMode) string {
+		t.Helper()
+		p := writeFile(t, "pw", testPassword+"\n")
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	wantWarning := func(t *testing.T, cfg Config, want ...string) {
+		t.Helper()
+		if len(cfg.Warnings) != 1 {
+			t.Fatalf("warnings %q, want one", cfg.Warnings)
+		}
+		for _, w := range append(want, "every user") {
+			if !strings.Contains(cfg.Warnings[0], w) {
+				t.Errorf("warning %q does not contain %q", cfg.Warnings[0], w)
+			}
+		}
+		if strings.Contains(cfg.Warnings[0], testPassword) {
+			t.Errorf("warning %q shows the secret", cfg.Warnings[0])
+		}
+	}
+
+	t.Run("IsReadWithAWarningNamingTheVariable", func(t *testing.T) {
+		p := secretFile(t, 0o644)
+		cfg := mustLoad(t, []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_USERNAME=u", "ERPSYNC_ERP_PASSWORD_FILE=" + p},
+			Options{Streams: testSpecs, NeedERP: true})
+		if cfg.Sources[0].Logins[0].Password.Value() != testPassword {
+			t.Error("password not read")
+		}
+		wantWarning(t, cfg, "ERPSYNC_ERP_PASSWORD_FILE", p, "0644")
+	})
+
+	t.Run("IsReadWithAWarningNamingTheKey", func(t *testing.T) {
+		p := secretFile(t, 0o604)
+		path := writeFile(t, "c.yaml", "sources:\n  - base_url: https://erp.example.com\n    logins:\n      - {auth: plugin, client_id: c, client_secret_file: "+p+"}\n")
+		wantWarning(t, mustLoad(t, nil, Options{Streams: testSpecs, ConfigFile: path, NeedERP: true}), "sources[0].logins[0].client_secret_file", "0604")
+	})
+
+	t.Run("IsReadSilentlyWhenOnlyItsOwnerOrGroupMayReadIt", func(t *testing.T) {
+		for _, mode := range []os.FileMode{0o600, 0o640, 0o440, 0o400} {
+			cfg := mustLoad(t, []string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_PASSWORD_FILE=" + secretFile(t, mode)}, Options{Streams: testSpecs})
+			if len(cfg.Warnings) > 0 {
+				t.Errorf("mode %04o: warnings %q", mode, cfg.Warnings)
+			}
+		}
+	})
+}
