@@ -254,12 +254,14 @@ func targetOf(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...fu
 	bobs, _ := obs.(erp.BudgetObserver)
 	budget := erp.NewBudget(src.MaxConcurrentRequests, src.MaxRequestsPerSecond, bobs)
 	t := sync.Target{Source: src.Name, PageSize: src.PageSize,
-		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, History: map[string]bool{}, Settings: map[string]map[string]string{}}
+		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, History: map[string]bool{}, Settings: map[string]map[string]string{},
+		DriftStop: map[string]bool{}}
 	for _, st := range src.Streams {
 		if st.History != nil {
 			t.History[st.Name] = *st.History
 		}
 		t.Settings[st.Name] = st.Settings
+		t.DriftStop[st.Name] = st.Drift == config.DriftStop
 	}
 	for _, l := range src.Logins {
 		llog := log.With("source", src.Name)

@@ -107,10 +107,15 @@ func deref[T any](p *T) T {
 // LastCompleted returns, by login, when each login's reading of a stream
 // was last complete (logins that never completed one are absent).
 func LastCompleted(ctx context.Context, q Querier, source, stream string) (map[string]time.Time, error) {
-	rows, err := q.Query(ctx, `SELECT login, last_sweep_completed_at FROM erp.sync_checkpoints
-WHERE source = $1 AND stream = $2 AND last_sweep_completed_at IS NOT NULL`, source, stream)
+	return loginTimes(ctx, q, `SELECT login, last_sweep_completed_at FROM erp.sync_checkpoints
+WHERE source = $1 AND stream = $2 AND last_sweep_completed_at IS NOT NULL`, source, stream, "complete")
+}
+
+// loginTimes reads a time per login of a stream with query.
+func loginTimes(ctx context.Context, q Querier, query, source, stream, what string) (map[string]time.Time, error) {
+	rows, err := q.Query(ctx, query, source, stream)
 	if err != nil {
-		return nil, fmt.Errorf("reading when %s/%s was complete: %w", source, stream, Describe(err))
+		return nil, fmt.Errorf("reading when %s/%s was %s: %w", source, stream, what, Describe(err))
 	}
 	out := map[string]time.Time{}
 	var login string
@@ -120,7 +125,7 @@ WHERE source = $1 AND stream = $2 AND last_sweep_completed_at IS NOT NULL`, sour
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading when %s/%s was complete: %w", source, stream, Describe(err))
+		return nil, fmt.Errorf("reading when %s/%s was %s: %w", source, stream, what, Describe(err))
 	}
 	return out, nil
 }

@@ -74,6 +74,13 @@ ON CONFLICT (source, stream, login) DO UPDATE SET anchors = EXCLUDED.anchors,
     updated_at = now()`, k.Source, k.Stream, k.Login, doc, maxKey)
 }
 
+// LastFollowed returns, by login, when a follow run of a stream last read
+// everything new (logins never followed are absent).
+func LastFollowed(ctx context.Context, q Querier, source, stream string) (map[string]time.Time, error) {
+	return loginTimes(ctx, q, `SELECT login, last_follow_at FROM erp.sync_follow
+WHERE source = $1 AND stream = $2 AND last_follow_at IS NOT NULL`, source, stream, "followed")
+}
+
 // FollowCompleted records the end of a follow run: when, and why it read
 // the whole list instead ("": it did not).
 func FollowCompleted(ctx context.Context, q Querier, k StreamKey, swept string) (time.Time, error) {
