@@ -206,19 +206,24 @@ func visible[T owned](s *Sim, items []T, v listView) []T {
 func serveOwned[T owned](s *Sim, pick func(*fixtures) []T, lay layout, hasBranchID bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ln := s.lensOf(r)
-		items := visible(s, pick(s.fixtures()), ln.view)
-		recs, err := encodeEach(items)
-		if err != nil {
-			serverError(w, err)
-			return
-		}
-		if ln.labels != LabelsNone {
-			for i := range recs {
-				recs[i] = labelRecord(recs[i], ln.labels, s.opts.CompanyID, items[i].branchOf(), hasBranchID)
-			}
-		}
-		s.serveRecords(w, r, recs, lay)
+		serveVisible(s, w, r, visible(s, pick(s.fixtures()), ln.view), ln.labels, lay, hasBranchID)
 	}
+}
+
+// serveVisible serves the records a request's view holds, labelled as
+// labels says.
+func serveVisible[T owned](s *Sim, w http.ResponseWriter, r *http.Request, items []T, labels RecordLabels, lay layout, hasBranchID bool) {
+	recs, err := encodeEach(items)
+	if err != nil {
+		serverError(w, err)
+		return
+	}
+	if labels != LabelsNone {
+		for i := range recs {
+			recs[i] = labelRecord(recs[i], labels, s.opts.CompanyID, items[i].branchOf(), hasBranchID)
+		}
+	}
+	s.serveRecords(w, r, recs, lay)
 }
 
 // sees reports whether the request may read a record of that branch of the
