@@ -40,13 +40,7 @@ func (s *Sim) AddInvoices(n int) []Invoice {
 // DeleteInvoices deletes the invoices of those ids (normal ones; never the
 // hostile records) and returns how many it deleted.
 func (s *Sim) DeleteInvoices(ids ...int64) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	at := s.invoicePositions(ids)
-	if len(at) == 0 {
-		return 0
-	}
-	s.changeInvoices(at, viewsShrunk, func() []int {
+	return s.changeByID(ids, viewsShrunk, func(at []int) []int {
 		w := at[0]
 		for k, p := range at {
 			end := len(s.invoices)
@@ -59,7 +53,6 @@ func (s *Sim) DeleteInvoices(ids ...int64) int {
 		s.invoices = s.invoices[:w]
 		return nil
 	})
-	return len(at)
 }
 
 // ChangeInvoices applies edit to each invoice of those ids (normal ones),
@@ -67,13 +60,7 @@ func (s *Sim) DeleteInvoices(ids ...int64) int {
 // in the test that asks). It returns how many it edited. Records keep
 // their place in the list; one moved to another branch changes views.
 func (s *Sim) ChangeInvoices(edit func(*Invoice), ids ...int64) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	at := s.invoicePositions(ids)
-	if len(at) == 0 {
-		return 0
-	}
-	s.changeInvoices(at, viewsKept, func() []int {
+	return s.changeByID(ids, viewsKept, func(at []int) []int {
 		for _, i := range at {
 			v := &s.invoices[i]
 			id, company, branch := v.ID, v.CompanyID, v.BranchID
@@ -87,6 +74,17 @@ func (s *Sim) ChangeInvoices(edit func(*Invoice), ids ...int64) int {
 		}
 		return at
 	})
+}
+
+// changeByID runs changeInvoices on the invoices of ids (their positions,
+// ascending, handed to apply) and returns how many there are.
+func (s *Sim) changeByID(ids []int64, fate viewsFate, apply func(at []int) (after []int)) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := s.invoicePositions(ids)
+	if len(at) > 0 {
+		s.changeInvoices(at, fate, func() []int { return apply(at) })
+	}
 	return len(at)
 }
 
