@@ -51,6 +51,13 @@ func (s *Sim) SetListScope(sc ListScope) { set(s, &s.scope, sc) }
 // SetRecordLabels changes how records name their company and branch.
 func (s *Sim) SetRecordLabels(l RecordLabels) { set(s, &s.labels, l) }
 
+// Users returns the users who may log in, with their company and branch
+// (Options.Users with zero contexts filled in, or the one user of
+// Options.Username and Password).
+func (s *Sim) Users() []User {
+	return slices.Clone(s.opts.Users)
+}
+
 // Branches returns the installation's branches, sorted.
 func (s *Sim) Branches() []int {
 	return slices.Clone(s.branches)
