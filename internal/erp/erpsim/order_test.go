@@ -384,7 +384,7 @@ func TestPreEncodedPagesAcrossChanges(t *testing.T) {
 		{"add one", func(s *Sim) { s.AddInvoices(1) }},
 		{"add a page and more", func(s *Sim) { s.AddInvoices(12) }},
 		{"delete early", func(s *Sim) { s.DeleteInvoices(1003, 1004) }},
-		{"delete the last page", func(s *Sim) { // 106 records: 100 left, the page before loses has_next
+		{"delete the last page", func(s *Sim) { // 56 records: 50 left, the page before loses has_next
 			ids := invoiceIDsOf(s.Invoices())
 			s.DeleteInvoices(ids[len(ids)-len(ids)%10:]...)
 		}},
@@ -396,8 +396,11 @@ func TestPreEncodedPagesAcrossChanges(t *testing.T) {
 		t.Run(fmt.Sprintf("scope=%d", scope), func(t *testing.T) {
 			t.Parallel()
 			eachShape(t, func(t *testing.T, order ListOrder, kind CursorKind) {
-				s, srv := newSim(t, Options{Invoices: 95, Users: users, ListScope: scope, ListOrder: order, CursorKind: kind, Now: fixedClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))})
-				toks := []string{loginAs(t, srv, "b1", "p1"), loginAs(t, srv, "b2", "p2")}
+				s, srv := newSim(t, Options{Invoices: 45, Users: users, ListScope: scope, ListOrder: order, CursorKind: kind, Now: fixedClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))})
+				toks := []string{loginAs(t, srv, "b1", "p1")}
+				if scope == ScopeBranch { // under ScopeCompany both see the same list
+					toks = append(toks, loginAs(t, srv, "b2", "p2"))
+				}
 				s.PreEncodeInvoicePages(10)
 				for _, c := range changes {
 					c.do(s)
