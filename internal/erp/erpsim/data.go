@@ -65,31 +65,41 @@ func (t *invoiceNumbers) first(n int) []string {
 func generateInvoices(n int, seed int64, numbers *invoiceNumbers, company int, branches []int) []Invoice {
 	r := newRand(seed, 1)
 	customers, dates, nums := customerNames(), invoiceDates(), numbers.first(n)
-	currencies := [...]string{"USD", "USD", "USD", "USD", "USD", "USD", "USD", "EUR", "EUR", "GBP"}
 	out := make([]Invoice, n)
 	for i := range out {
-		cust := 1 + r.IntN(numCustomers)
-		st := "posted"
-		switch r.IntN(20) {
-		case 0:
-			st = "draft"
-		case 1:
-			st = "cancelled"
-		}
-		out[i] = Invoice{
-			ID:         int64(firstInvoice + i),
-			Number:     nums[i],
-			Date:       dates[int(int64(i)*int64(len(dates))/int64(max(n, 1)))],
-			Customer:   customers[cust],
-			CustomerID: int64(cust),
-			Currency:   currencies[r.IntN(len(currencies))],
-			TotalBC:    decimal.New(100+r.Int64N(9999999-100+1), -2),
-			Status:     st,
-			CompanyID:  company,
-			BranchID:   branchOf(branches, i),
-		}
+		v := drawInvoice(r, customers)
+		v.ID = int64(firstInvoice + i)
+		v.Number = nums[i]
+		v.Date = dates[int(int64(i)*int64(len(dates))/int64(max(n, 1)))]
+		v.CompanyID = company
+		v.BranchID = branchOf(branches, i)
+		out[i] = v
 	}
 	return out
+}
+
+// invoiceCurrencies are the currencies invoices are drawn in, as often as
+// they appear.
+var invoiceCurrencies = [...]string{"USD", "USD", "USD", "USD", "USD", "USD", "USD", "EUR", "EUR", "GBP"}
+
+// drawInvoice draws an invoice's customer, status, currency and total from
+// r, in that order.
+func drawInvoice(r *rand.Rand, customers []string) Invoice {
+	cust := 1 + r.IntN(numCustomers)
+	st := "posted"
+	switch r.IntN(20) {
+	case 0:
+		st = "draft"
+	case 1:
+		st = "cancelled"
+	}
+	return Invoice{
+		Customer:   customers[cust],
+		CustomerID: int64(cust),
+		Status:     st,
+		Currency:   invoiceCurrencies[r.IntN(len(invoiceCurrencies))],
+		TotalBC:    decimal.New(100+r.Int64N(9999999-100+1), -2),
+	}
 }
 
 // ---- fixtures of the accounting and messaging routes -------------------------

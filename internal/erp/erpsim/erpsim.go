@@ -14,8 +14,13 @@
 // at a default page size. Several users of one installation carry their own
 // company and branch; lists are company- or branch-scoped, records may be
 // labelled, balance sheets may depend on date_to (and late entries), and
-// requests in flight and each request's user are observable. All state of a
-// simulator sits behind one mutex. A Fleet serves many independent
+// requests in flight and each request's user are observable. The paged lists
+// (invoices, journal entries) are served oldest first, newest first or in no
+// order, invoices with position or last-key cursors, and change while they
+// are read: records issued, deleted and edited, at a fixed request of a
+// route if a test wants (SetRouteHook), cheaply at a million invoices;
+// requests are counted per route. All state of a simulator sits behind one
+// mutex. A Fleet serves many independent
 // simulators under /t/<tenant>/ from one handler.
 package erpsim
 
@@ -99,6 +104,8 @@ type Options struct {
 	ListPageSize    int           // default DefaultPageSize
 	CursorRefusal   CursorRefusal // SetCursorRefusal
 	TokenStatus     int           // SetTokenStatus
+	ListOrder       ListOrder     // SetListOrder: invoices and journal entries
+	CursorKind      CursorKind    // SetCursorKind: invoice cursors
 	// Users, if set, are the users who may log in, each with its own
 	// credentials and context (default: one user from Username, Password,
 	// CompanyID and BranchID). Records belong to CompanyID; the
@@ -204,11 +211,20 @@ type Sim struct {
 	ignoresDate bool
 
 	invoices        []Invoice // the normal invoices, as MutateInvoices sees them
-	listed          []Invoice // the invoice list served: invoices, plus the hostile ones when on
+	listed          []Invoice // the invoice list held: invoices, plus the hostile ones when on
+	idsSorted       bool      // the ids of listed never decrease
 	hostileInvoices bool
 	gen             uint64
 	refusal         CursorRefusal
 	pre             map[preKey]*preEncoded
+	order           ListOrder
+	cursorKind      CursorKind
+
+	journal      []JournalEntry // the journal entries held, oldest first; nil until first used
+	journalIndex map[string]int // position in journal by id; nil until needed
+
+	routeHooks map[string]*routeHook // by path
+	routeCount map[string]int        // requests recorded by path, since New or ResetRequests
 
 	currencies []Currency
 	fx         [4]*fixtures // by fixtureKind.index, built on first use
@@ -308,6 +324,8 @@ func newWithNumbers(opts Options, numbers *invoiceNumbers) *Sim {
 		scope:           opts.ListScope,
 		labels:          opts.RecordLabels,
 		born:            now(),
+		order:           opts.ListOrder,
+		cursorKind:      opts.CursorKind,
 	}
 	s.pagingSize = s.pageSize(opts.ListPageSize, true)
 	s.SetTokenStatus(opts.TokenStatus)
@@ -389,12 +407,63 @@ func (s *Sim) Requests() []Request {
 	return append([]Request(nil), l...)
 }
 
-// ResetRequests empties the request log.
+// ResetRequests empties the request log and the counts of RequestCount.
 func (s *Sim) ResetRequests() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logSeq = s.nextSeq
 	s.log = nil
+	s.routeCount = nil
+}
+
+// RequestCount is the number of requests to path (any method and answer,
+// each as the request log records it: unescaped, without a fleet tenant's
+// prefix) since New or ResetRequests, however few the log keeps.
+func (s *Sim) RequestCount(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.routeCount[path]
+}
+
+// routeHook is a hook of SetRouteHook and the requests it has seen.
+type routeHook struct {
+	f func(n int)
+	n int
+}
+
+// SetRouteHook makes f run before the route at path answers a request,
+// with the request's number (1 for the first since the hook was set). It
+// runs only for the requests the route answers itself (after the
+// credentials, faults and status overrides), with the simulator unlocked:
+// f may change the lists (AddInvoices, DeleteInvoices, ...), so that a test
+// changes a list at a fixed point of a read, such as before its third
+// page. Path is as in SetRouteStatus; nil clears the hook.
+func (s *Sim) SetRouteHook(path string, f func(n int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f == nil {
+		delete(s.routeHooks, path)
+		return
+	}
+	if s.routeHooks == nil {
+		s.routeHooks = map[string]*routeHook{}
+	}
+	s.routeHooks[path] = &routeHook{f: f}
+}
+
+// runRouteHook runs the hook of path, if any, on its next request.
+func (s *Sim) runRouteHook(path string) {
+	s.mu.Lock()
+	h := s.routeHooks[path]
+	n := 0
+	if h != nil {
+		h.n++
+		n = h.n
+	}
+	s.mu.Unlock()
+	if h != nil {
+		h.f(n)
+	}
 }
 
 func (s *Sim) record(r *http.Request) int64 {
@@ -410,6 +479,10 @@ func (s *Sim) record(r *http.Request) int64 {
 	}
 	seq := s.nextSeq
 	s.nextSeq++
+	if s.routeCount == nil {
+		s.routeCount = map[string]int{}
+	}
+	s.routeCount[r.URL.Path]++
 	now := s.now()
 	s.log = append(s.log, Request{
 		Method:        r.Method,
@@ -468,13 +541,19 @@ func (s *Sim) ResetMaxInFlight() {
 
 // ---- invoices ----------------------------------------------------------------
 
-// Invoices returns a copy of the invoice list served, in page order: the
-// invoices, with the hostile ones mixed in when SetHostileInvoices is on.
-// Generated invoices have CompanyID and BranchID filled in.
+// Invoices returns a copy of the invoice list served, in page order (the
+// list order in force): the invoices, with the hostile ones mixed in when
+// SetHostileInvoices is on. Generated invoices have CompanyID and BranchID
+// filled in.
 func (s *Sim) Invoices() []Invoice {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Invoice(nil), s.listed...)
+	v := s.orderedView(nil)
+	out := make([]Invoice, v.len())
+	for i := range out {
+		out[i] = *v.at(i)
+	}
+	return out
 }
 
 // MutateInvoices replaces the invoices with f's result, under the lock. f
@@ -712,6 +791,7 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if s.answerOverride(w, r) {
 		return
 	}
+	s.runRouteHook(r.URL.Path)
 	serveRoute(s.dataMux, w, r)
 }
 

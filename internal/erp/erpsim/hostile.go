@@ -137,6 +137,7 @@ func (s *Sim) SetHostileInvoices(on bool) {
 // Caller holds s.mu.
 func (s *Sim) relist() {
 	s.pre, s.views = nil, nil
+	defer func() { s.idsSorted = idsAscend(s.listed) }()
 	if !s.hostileInvoices {
 		s.listed = s.invoices
 		return

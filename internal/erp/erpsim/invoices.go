@@ -21,63 +21,15 @@ type preEncoded struct {
 	gen    uint64
 	money  bool
 	labels RecordLabels
-	pages  [][]byte // subslices of a few large chunks
+	// pages are subslices of a few large chunks, or pages encoded on
+	// demand; nil for a page a change of the list made stale.
+	pages [][]byte
 }
 
 // preKey names a set of pre-encoded pages: page size and the view paged.
 type preKey struct {
 	ps   int
 	view listView
-}
-
-// invoiceView is the part of the served invoice list that one view holds:
-// all of it, or the records at idx, in list order. Indices, not copies, so
-// that a million invoices split over branches cost 4 bytes each.
-type invoiceView struct {
-	all   []Invoice
-	idx   []int32
-	whole bool // every record of all, idx unused
-}
-
-func (v invoiceView) len() int {
-	if v.whole {
-		return len(v.all)
-	}
-	return len(v.idx)
-}
-
-func (v invoiceView) at(i int) *Invoice {
-	if v.whole {
-		return &v.all[i]
-	}
-	return &v.all[v.idx[i]]
-}
-
-// invoiceView returns the view's part of the served list, computed once
-// per list. Caller holds s.mu.
-func (s *Sim) invoiceView(lv listView) invoiceView {
-	if v, ok := s.views[lv]; ok {
-		return v
-	}
-	v := invoiceView{all: s.listed, whole: true}
-	for i := range s.listed {
-		if !lv.holds(s.invoiceOwner(&s.listed[i])) {
-			v.whole = false
-			break
-		}
-	}
-	if !v.whole {
-		for i := range s.listed {
-			if lv.holds(s.invoiceOwner(&s.listed[i])) {
-				v.idx = append(v.idx, int32(i))
-			}
-		}
-	}
-	if s.views == nil {
-		s.views = map[listView]invoiceView{}
-	}
-	s.views[lv] = v
-	return v
 }
 
 // invoiceOwner is the company and branch an invoice belongs to for
@@ -137,24 +89,24 @@ func (s *Sim) serveInvoices(w http.ResponseWriter, r *http.Request) {
 	ln := s.lensOf(r)
 
 	s.mu.Lock()
-	lb := s.labeller(ln.labels)
+	inv := s.invoiceView(ln.view)
+	if o.empty {
+		inv = invoiceView{}
+	}
 	off := 0
 	if q.Has("cursor") {
-		g, c, ok := s.parseCursor(q.Get("cursor"))
-		if !ok || g != s.gen {
+		c, ok := s.parseCursor(q.Get("cursor"))
+		if !ok || c.gen != s.gen {
 			s.mu.Unlock()
 			s.refuseCursor(w)
 			return
 		}
-		off = c
+		off = c.start(inv)
 	}
-	inv := s.invoiceView(ln.view)
-	if o.empty {
-		inv = invoiceView{whole: true}
-	}
+	sp := pageSpec{gen: s.gen, kind: s.cursorKind, money: s.money, lb: s.labeller(ln.labels), drift: o.drift}
 	if o.unknownEnvelope {
 		start := min(off, inv.len())
-		body := appendInvoices(append([]byte(nil), `{"items":[`...), inv, start, min(start+ps, inv.len()), s.money, lb, o.drift)
+		body := appendInvoices(append([]byte(nil), `{"items":[`...), inv, start, min(start+ps, inv.len()), sp)
 		s.mu.Unlock()
 		writeBytes(w, http.StatusOK, append(body, "]}"...))
 		return
@@ -162,33 +114,55 @@ func (s *Sim) serveInvoices(w http.ResponseWriter, r *http.Request) {
 	if o.cut > 0 {
 		// A default page size applied without a word: the first records, no
 		// pagination object, whatever the request asked.
-		body := appendInvoices(append([]byte(nil), `{"ok":true,"data":[`...), inv, 0, min(o.cut, inv.len()), s.money, lb, o.drift)
+		body := appendInvoices(append([]byte(nil), `{"ok":true,"data":[`...), inv, 0, min(o.cut, inv.len()), sp)
 		s.mu.Unlock()
 		writeBytes(w, http.StatusOK, append(body, "]}"...))
 		return
 	}
-	if pe := s.pre[preKey{ps, ln.view}]; pe != nil && o.isZero() && pe.gen == s.gen && pe.money == s.money && pe.labels == ln.labels && off%ps == 0 && off/ps < len(pe.pages) {
+	pe := s.pre[preKey{ps, ln.view}]
+	if pe == nil || !o.isZero() || pe.gen != s.gen || pe.money != s.money || pe.labels != ln.labels || off%ps != 0 || off/ps >= len(pe.pages) {
+		pe = nil
+	}
+	if pe != nil && pe.pages[off/ps] != nil {
 		body := pe.pages[off/ps]
 		s.mu.Unlock()
 		writeBytes(w, http.StatusOK, body)
 		return
 	}
-	body := s.appendInvoicePage(make([]byte, 0, 256*min(ps, max(inv.len()-off, 1))+128), inv, off, ps, s.gen, s.money, lb, o.drift)
+	body := s.appendInvoicePage(make([]byte, 0, 256*min(ps, max(inv.len()-off, 1))+128), inv, off, ps, sp)
+	if pe != nil {
+		pe.pages[off/ps] = body[:len(body):len(body)] // a page a change made stale, encoded again
+	}
 	s.mu.Unlock()
 	writeBytes(w, http.StatusOK, body)
 }
 
+// pageSpec is how an invoice page is encoded: the cursor generation and
+// kind of its next cursor, the money format, the labels and a drift (nil
+// for none).
+type pageSpec struct {
+	gen   uint64
+	kind  CursorKind
+	money bool
+	lb    labeller
+	drift *fieldDrift
+}
+
 // appendInvoicePage encodes the page of inv starting at off. Caller holds
 // s.mu.
-func (s *Sim) appendInvoicePage(b []byte, inv invoiceView, off, ps int, gen uint64, money bool, lb labeller, d *fieldDrift) []byte {
+func (s *Sim) appendInvoicePage(b []byte, inv invoiceView, off, ps int, sp pageSpec) []byte {
 	start := min(off, inv.len())
 	end := min(start+ps, inv.len())
 	b = append(b, `{"ok":true,"data":[`...)
-	b = appendInvoices(b, inv, start, end, money, lb, d)
+	b = appendInvoices(b, inv, start, end, sp)
 	b = append(b, `],"pagination":{"has_next":`...)
 	if end < inv.len() {
 		b = append(b, `true,"next_cursor":"`...)
-		b = append(b, s.cursor(gen, end)...)
+		if sp.kind == CursorLastKey {
+			b = append(b, s.encodeCursor(cursor{gen: sp.gen, key: true, v: inv.at(end - 1).ID})...)
+		} else {
+			b = append(b, s.cursor(sp.gen, end)...)
+		}
 		b = append(b, `"}}`...)
 	} else {
 		b = append(b, `false,"next_cursor":null}}`...)
@@ -197,19 +171,19 @@ func (s *Sim) appendInvoicePage(b []byte, inv invoiceView, off, ps int, gen uint
 }
 
 // appendInvoices encodes the records start..end of inv separated by commas,
-// drifting each record when d is set.
-func appendInvoices(b []byte, inv invoiceView, start, end int, money bool, lb labeller, d *fieldDrift) []byte {
+// drifting each record when sp says so.
+func appendInvoices(b []byte, inv invoiceView, start, end int, sp pageSpec) []byte {
 	var scratch []byte
 	for i := start; i < end; i++ {
 		if i > start {
 			b = append(b, ',')
 		}
-		if d == nil {
-			b = appendInvoice(b, inv.at(i), money, lb)
+		if sp.drift == nil {
+			b = appendInvoice(b, inv.at(i), sp.money, sp.lb)
 			continue
 		}
-		scratch = appendInvoice(scratch[:0], inv.at(i), money, lb)
-		b = d.apply(b, scratch)
+		scratch = appendInvoice(scratch[:0], inv.at(i), sp.money, sp.lb)
+		b = sp.drift.apply(b, scratch)
 	}
 	return b
 }
@@ -248,16 +222,44 @@ func appendInvoice(b []byte, v *Invoice, money bool, lb labeller) []byte {
 	return append(b, '}')
 }
 
-// cursor encodes (gen, off) as an opaque standard-base64 string. The plain
-// text is "g<gen>|o<off>|" padded to a multiple of 3, then three bytes that
-// encode as "++++", then a 4-byte checksum (so the encoding ends in "==").
-// Every cursor therefore needs URL-encoding.
+// cursor is what an invoice cursor (or a one-list route's) encodes: the
+// generation it was issued in, and a position in the list or, for a
+// last-key cursor, the id of the last record served.
+type cursor struct {
+	gen uint64
+	key bool
+	v   int64
+}
+
+// start is the index in inv of the first record of the page the cursor
+// asks for.
+func (c cursor) start(inv invoiceView) int {
+	if c.key {
+		return inv.startAfter(c.v)
+	}
+	return int(c.v)
+}
+
+// cursor encodes a position cursor of generation gen.
 func (s *Sim) cursor(gen uint64, off int) string {
+	return s.encodeCursor(cursor{gen: gen, v: int64(off)})
+}
+
+// encodeCursor encodes c as an opaque standard-base64 string. The plain
+// text is "g<gen>|o<position>|" (or "g<gen>|k<id>|" for a last key) padded
+// to a multiple of 3, then three bytes that encode as "++++", then a 4-byte
+// checksum (so the encoding ends in "=="). Every cursor therefore needs
+// URL-encoding.
+func (s *Sim) encodeCursor(c cursor) string {
 	b := make([]byte, 0, 48)
 	b = append(b, 'g')
-	b = strconv.AppendUint(b, gen, 10)
-	b = append(b, "|o"...)
-	b = strconv.AppendInt(b, int64(off), 10)
+	b = strconv.AppendUint(b, c.gen, 10)
+	if c.key {
+		b = append(b, "|k"...)
+	} else {
+		b = append(b, "|o"...)
+	}
+	b = strconv.AppendInt(b, c.v, 10)
 	b = append(b, '|')
 	for len(b)%3 != 0 {
 		b = append(b, '.')
@@ -272,26 +274,29 @@ func (s *Sim) cursor(gen uint64, off int) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-func (s *Sim) parseCursor(c string) (gen uint64, off int, ok bool) {
-	raw, err := base64.StdEncoding.DecodeString(c)
+// parseCursor reads a cursor this simulator issued; false for anything
+// else (garbage, tampered, another seed's).
+func (s *Sim) parseCursor(text string) (cursor, bool) {
+	raw, err := base64.StdEncoding.DecodeString(text)
 	if err != nil || len(raw) < 5 || raw[0] != 'g' {
-		return 0, 0, false
+		return cursor{}, false
 	}
-	rest := string(raw[1:])
-	gs, rest, ok1 := strings.Cut(rest, "|o")
-	os, _, ok2 := strings.Cut(rest, "|")
-	if !ok1 || !ok2 {
-		return 0, 0, false
+	gs, rest, ok := strings.Cut(string(raw[1:]), "|")
+	if !ok || rest == "" || (rest[0] != 'o' && rest[0] != 'k') {
+		return cursor{}, false
 	}
+	c := cursor{key: rest[0] == 'k'}
+	vs, _, ok := strings.Cut(rest[1:], "|")
 	g, err1 := strconv.ParseUint(gs, 10, 64)
-	o, err2 := strconv.Atoi(os)
-	if err1 != nil || err2 != nil || o < 0 {
-		return 0, 0, false
+	v, err2 := strconv.ParseInt(vs, 10, 64)
+	if !ok || err1 != nil || err2 != nil || (!c.key && v < 0) {
+		return cursor{}, false
 	}
-	if s.cursor(g, o) != c {
-		return 0, 0, false
+	c.gen, c.v = g, v
+	if s.encodeCursor(c) != text {
+		return cursor{}, false
 	}
-	return g, o, true
+	return c, true
 }
 
 // PreEncodeInvoicePages encodes every invoice page of that page size once
@@ -299,9 +304,13 @@ func (s *Sim) parseCursor(c string) (gen uint64, off int, ok bool) {
 // generation at call time), for the list of every user (and of the plugin
 // credentials) under the scope in force. Later requests with that effective
 // page size and a matching cursor are served from these bytes, as long as
-// the invoices, the cursor generation, the money format and the record
-// labels are unchanged, the request's view is one encoded, and the route has
-// no override (SetEmptyList, SetFieldDrift, SetListCut, ...).
+// the cursor generation, the money format, the record labels, the list
+// order and the cursor kind are unchanged, the request's view is one
+// encoded, and the route has no override (SetEmptyList, SetFieldDrift,
+// SetListCut, ...). MutateInvoices and SetHostileInvoices drop them;
+// AddInvoices, DeleteInvoices and ChangeInvoices drop only the pages they
+// change (every page after the first one changed), which are then encoded
+// again when first asked for.
 func (s *Sim) PreEncodeInvoicePages(pageSize int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -318,7 +327,8 @@ func (s *Sim) PreEncodeInvoicePages(pageSize int) {
 func (s *Sim) preEncode(inv invoiceView, ps int) *preEncoded {
 	n := inv.len()
 	lb := s.labeller(s.labels)
-	pe := &preEncoded{gen: s.gen, money: s.money, labels: s.labels, pages: make([][]byte, max((n+ps-1)/ps, 1))}
+	pe := &preEncoded{gen: s.gen, money: s.money, labels: s.labels, pages: make([][]byte, pageCount(n, ps))}
+	sp := pageSpec{gen: pe.gen, kind: s.cursorKind, money: pe.money, lb: lb}
 	// Pages are encoded in parallel into large chunks (no regrowth copies;
 	// at most one page of slack per chunk). Readers of the list only.
 	workers := min(runtime.GOMAXPROCS(0), max(len(pe.pages)/64, 1))
@@ -338,7 +348,7 @@ func (s *Sim) preEncode(inv invoiceView, ps int) *preEncoded {
 					chunk = make([]byte, 0, max(chunkSize, 2*est))
 				}
 				start := len(chunk)
-				page := s.appendInvoicePage(chunk[start:start], inv, p*ps, ps, pe.gen, pe.money, lb, nil)
+				page := s.appendInvoicePage(chunk[start:start], inv, p*ps, ps, sp)
 				if len(page) <= cap(chunk)-start {
 					chunk = chunk[:start+len(page)]
 				}
@@ -349,6 +359,27 @@ func (s *Sim) preEncode(inv invoiceView, ps int) *preEncoded {
 	}
 	wg.Wait()
 	return pe
+}
+
+// pageCount is the number of pages of a list of n records, ps a page: an
+// empty list has one, empty page.
+func pageCount(n, ps int) int { return max((n+ps-1)/ps, 1) }
+
+// forget drops the pages that a change of the list made stale: those from
+// the one holding index first (the first record changed, added or
+// deleted), and the last page of the list before and after (its has_next
+// may change). oldLen and newLen are the view's lengths.
+func (pe *preEncoded) forget(first, oldLen, newLen, ps int) {
+	from := min(first, max(min(oldLen, newLen)-1, 0)) / ps
+	for p := from; p < len(pe.pages); p++ {
+		pe.pages[p] = nil
+	}
+	n := pageCount(newLen, ps)
+	if n <= len(pe.pages) {
+		pe.pages = pe.pages[:n]
+		return
+	}
+	pe.pages = append(pe.pages, make([][]byte, n-len(pe.pages))...)
 }
 
 // ---- money and strings ---------------------------------------------------------

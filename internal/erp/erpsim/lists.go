@@ -243,12 +243,12 @@ func (s *Sim) writeCursorPage(w http.ResponseWriter, r *http.Request, recs []jso
 	s.mu.Unlock()
 	off := 0
 	if q.Has("cursor") {
-		g, o, ok := s.parseCursor(q.Get("cursor"))
-		if !ok || g != gen {
+		c, ok := s.parseCursor(q.Get("cursor"))
+		if !ok || c.key || c.gen != gen {
 			s.refuseCursor(w)
 			return
 		}
-		off = min(o, len(recs))
+		off = min(int(c.v), len(recs))
 	}
 	end := min(off+ps, len(recs))
 	out := cursorPage{OK: true, Data: recs[off:end]}

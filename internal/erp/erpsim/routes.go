@@ -34,7 +34,7 @@ func (s *Sim) dataRoutes() *http.ServeMux {
 	get := func(p string, h http.HandlerFunc) { mux.HandleFunc("GET "+p+"{$}", h) }
 	oneList := func(p string, pick func(*fixtures) any) { get(p, s.serveList(pick, layoutOneList)) }
 	// A preview is named by its pattern too, for a drift of all documents of its kind.
-	preview := func(p string, pick func(*fixtures) map[string][]journalLine) { get(p, s.servePreview(p, pick)) }
+	preview := func(p string, find previewFinder) { get(p, s.servePreview(p, find)) }
 
 	get(invoiceListPath, s.serveInvoices)
 	get("/accounts/api/currencies/", s.serveCurrencies)
@@ -43,12 +43,12 @@ func (s *Sim) dataRoutes() *http.ServeMux {
 	get("/accounts/api/cashboxes/{id}/", s.serveCashbox)
 	get("/accounts/api/cashboxes/lookup/", s.serveLookup)
 	get("/accounts/api/cashbox-reconciliations/", serveOwned(s, func(fx *fixtures) []reconciliation { return fx.recons }, layoutOneList, false))
-	get("/accounts/api/journal-entries/", serveOwned(s, func(fx *fixtures) []journalEntry { return fx.journals }, layoutDataTables, false))
-	preview("/accounts/api/journal-entries/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.journalLines })
+	get("/accounts/api/journal-entries/", s.serveJournalEntries)
+	preview("/accounts/api/journal-entries/{pk}/journal-preview/", s.journalPreview)
 	get("/accounts/api/payment-vouchers/", serveOwned(s, func(fx *fixtures) []voucher { return fx.payments }, layoutOneList, false))
-	preview("/accounts/api/payment-vouchers/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.paymentLines })
+	preview("/accounts/api/payment-vouchers/{pk}/journal-preview/", fixtureLines(func(fx *fixtures) map[string][]journalLine { return fx.paymentLines }))
 	get("/accounts/api/receipt-vouchers/", serveOwned(s, func(fx *fixtures) []voucher { return fx.receipts }, layoutOneList, false))
-	preview("/accounts/api/receipt-vouchers/{pk}/journal-preview/", func(fx *fixtures) map[string][]journalLine { return fx.receiptLines })
+	preview("/accounts/api/receipt-vouchers/{pk}/journal-preview/", fixtureLines(func(fx *fixtures) map[string][]journalLine { return fx.receiptLines }))
 	get("/accounts/api/balance-sheet-tree/", s.serveBalanceSheet)
 
 	msg := s.opts.MessagingPrefix
@@ -183,20 +183,32 @@ func (s *Sim) serveCashbox(w http.ResponseWriter, r *http.Request) {
 	writeBytes(w, http.StatusOK, append(append([]byte(`{"ok":true,"data":`), rec...), '}'))
 }
 
+// previewFinder finds the preview lines and the branch of document pk;
+// false for a document there is none of.
+type previewFinder func(fx *fixtures, pk string) (lines []journalLine, branch int, ok bool)
+
+// fixtureLines finds previews in a map of the fixtures.
+func fixtureLines(pick func(*fixtures) map[string][]journalLine) previewFinder {
+	return func(fx *fixtures, pk string) ([]journalLine, int, bool) {
+		lines, ok := pick(fx)[pk]
+		return lines, fx.docBranch[pk], ok
+	}
+}
+
 // servePreview serves the journal preview of one document, which follows
 // its document: it answers 404 where the document is not in the request's
 // view. The id comes unescaped from PathValue, so JE%2F2026%2F1 finds
 // "JE/2026/1". Its lines drift as SetFieldDrift says for the document's own
 // path or, failing that, for the route pattern.
-func (s *Sim) servePreview(pattern string, pick func(*fixtures) map[string][]journalLine) http.HandlerFunc {
+func (s *Sim) servePreview(pattern string, find previewFinder) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		fx, pk := s.fixtures(), r.PathValue("pk")
-		seen := s.sees(r, fx.docBranch[pk])
-		if pk != "" && pk == fx.brokenPreview && seen {
+		lines, branch, ok := find(fx, pk)
+		seen := s.sees(r, branch)
+		if ok && pk == fx.brokenPreview && seen {
 			writeJSON(w, http.StatusOK, malformedPreview)
 			return
 		}
-		lines, ok := pick(fx)[pk]
 		if !ok || !seen {
 			notFound(w)
 			return

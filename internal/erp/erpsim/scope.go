@@ -51,6 +51,13 @@ func (s *Sim) SetListScope(sc ListScope) { set(s, &s.scope, sc) }
 // SetRecordLabels changes how records name their company and branch.
 func (s *Sim) SetRecordLabels(l RecordLabels) { set(s, &s.labels, l) }
 
+// Users returns the users who may log in, with their company and branch
+// (Options.Users with zero contexts filled in, or the one user of
+// Options.Username and Password).
+func (s *Sim) Users() []User {
+	return slices.Clone(s.opts.Users)
+}
+
 // Branches returns the installation's branches, sorted.
 func (s *Sim) Branches() []int {
 	return slices.Clone(s.branches)
@@ -206,19 +213,24 @@ func visible[T owned](s *Sim, items []T, v listView) []T {
 func serveOwned[T owned](s *Sim, pick func(*fixtures) []T, lay layout, hasBranchID bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ln := s.lensOf(r)
-		items := visible(s, pick(s.fixtures()), ln.view)
-		recs, err := encodeEach(items)
-		if err != nil {
-			serverError(w, err)
-			return
-		}
-		if ln.labels != LabelsNone {
-			for i := range recs {
-				recs[i] = labelRecord(recs[i], ln.labels, s.opts.CompanyID, items[i].branchOf(), hasBranchID)
-			}
-		}
-		s.serveRecords(w, r, recs, lay)
+		serveVisible(s, w, r, visible(s, pick(s.fixtures()), ln.view), ln.labels, lay, hasBranchID)
 	}
+}
+
+// serveVisible serves the records a request's view holds, labelled as
+// labels says.
+func serveVisible[T owned](s *Sim, w http.ResponseWriter, r *http.Request, items []T, labels RecordLabels, lay layout, hasBranchID bool) {
+	recs, err := encodeEach(items)
+	if err != nil {
+		serverError(w, err)
+		return
+	}
+	if labels != LabelsNone {
+		for i := range recs {
+			recs[i] = labelRecord(recs[i], labels, s.opts.CompanyID, items[i].branchOf(), hasBranchID)
+		}
+	}
+	s.serveRecords(w, r, recs, lay)
 }
 
 // sees reports whether the request may read a record of that branch of the
