@@ -148,11 +148,11 @@ WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
 	// wants to see what disappeared.
 	t.deleteSQL = fmt.Sprintf(`UPDATE %s SET deleted_at = now() WHERE source = $1 AND id = ANY($2) AND deleted_at IS NULL`, name)
 	t.storedSQL = fmt.Sprintf(`SELECT u.id FROM unnest($2::text[]) AS u(id) WHERE EXISTS (SELECT 1 FROM %s t WHERE t.source = $1 AND t.id = u.id)`, name)
-	// Rows stored as they are listed (the same hash), written before a
-	// time: a page of them is one the warehouse had before a run began.
+	// Rows stored as they are listed (the same hash), written by a time:
+	// a page of them is one the warehouse had then.
 	t.sameSQL = fmt.Sprintf(`
 SELECT count(*) FROM unnest($2::text[], $3::bytea[]) AS s(id, hash)
-JOIN %s t ON t.source = $1 AND t.id = s.id AND t.payload_hash = s.hash AND t.deleted_at IS NULL AND t.synced_at < $4`, name)
+JOIN %s t ON t.source = $1 AND t.id = s.id AND t.payload_hash = s.hash AND t.deleted_at IS NULL AND t.synced_at <= $4`, name)
 	return t
 }
 
@@ -436,11 +436,11 @@ func (t *Table) Stored(ctx context.Context, q Querier, source string, ids []stri
 	return out, nil
 }
 
-// SameBefore counts the rows among ids (with their hashes) that the table
-// holds live, as listed, written before a time.
-func (t *Table) SameBefore(ctx context.Context, q Querier, source string, ids []string, hashes [][]byte, before time.Time) (int64, error) {
+// SameBy counts the rows among ids (with their hashes) that the table
+// holds live, as listed, written by a time.
+func (t *Table) SameBy(ctx context.Context, q Querier, source string, ids []string, hashes [][]byte, by time.Time) (int64, error) {
 	var n int64
-	if err := q.QueryRow(ctx, t.sameSQL, source, ids, hashes, before).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, t.sameSQL, source, ids, hashes, by).Scan(&n); err != nil {
 		return 0, fmt.Errorf("%s rows unchanged: %w", t.Name, Describe(err))
 	}
 	return n, nil

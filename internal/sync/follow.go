@@ -46,7 +46,11 @@ type follow struct {
 	order string
 	at    db.Anchor // where the walk starts: an anchor, or the first page
 	high  string    // sort key of the highest id the login had read
-	began time.Time // when the run began, as the warehouse tells time
+	// read is when the login's last complete read of the list (a follow
+	// run or a sweep) ended: what was stored by then holds everything
+	// below it. A row stored since, by a run that was stopped before it
+	// read on, or by this run, proves nothing.
+	read  time.Time
 	first bool      // the next page admitted is the walk's first
 	trail orderTrail
 
@@ -90,7 +94,7 @@ func (l *List) followList(ctx context.Context, r *Run) error {
 	case order == "":
 		why = fmt.Sprintf("the list is not in a strict order of ids (its last complete sweeps: %s)", sweptOrders(f.SweepOrders))
 	default:
-		if why, err = l.follow(ctx, r, f, order); err != nil {
+		if why, err = l.follow(ctx, r, f, cp, order); err != nil {
 			return err
 		}
 	}
@@ -122,15 +126,15 @@ func sweptOrders(orders []string) string {
 
 // follow follows the list, repeating a follow whose second look differs;
 // it returns why the run must sweep instead ("" when it need not).
-func (l *List) follow(ctx context.Context, r *Run, f db.Follow, order string) (string, error) {
-	began, err := db.Now(ctx, r.conn)
-	if err != nil {
-		return "", err
+func (l *List) follow(ctx context.Context, r *Run, f db.Follow, cp db.Checkpoint, order string) (string, error) {
+	read := f.LastFollow
+	if cp.LastCompleted.After(read) {
+		read = cp.LastCompleted
 	}
 	for attempt := 0; ; attempt++ {
 		// Each attempt starts where the run started: a repeat reads again
 		// what the second look found changed.
-		p := &follow{run: r, list: l, order: order, high: f.MaxKey, began: began, anchors: f.Anchors}
+		p := &follow{run: r, list: l, order: order, high: f.MaxKey, read: read, anchors: f.Anchors}
 		why, err := l.followOnce(ctx, p)
 		if err != nil || why != "" {
 			return why, err
@@ -199,6 +203,10 @@ func (p *follow) seenBy() int64 { return 0 }
 
 func (p *follow) bulk() bool { return false }
 
+// ahead: a follow of a list in descending order ends at a page the
+// warehouse had: a page fetched ahead of it would be asked for nothing.
+func (p *follow) ahead() bool { return p.order != descending }
+
 // admit checks that the page keeps the list's order and, for the first
 // page read from an anchor, that it overlaps what the warehouse holds.
 func (p *follow) admit(ctx context.Context, b *preparedPage) error {
@@ -255,8 +263,10 @@ func (p *follow) committed(context.Context, time.Time) {
 }
 
 // done ends a follow of a list in descending order at a page whose
-// records were all stored, unchanged, before the run began: what lies
-// beyond it is older still.
+// records were all stored, unchanged, by the end of the login's last
+// complete read: what lies beyond it is older still, and was read then.
+// (Before this run began is not enough: a follow stopped after its first
+// page stored records whose next page it never read.)
 func (p *follow) done(ctx context.Context, b *preparedPage) (bool, error) {
 	if p.order != descending || len(b.rows) == 0 {
 		return false, nil
@@ -265,7 +275,7 @@ func (p *follow) done(ctx context.Context, b *preparedPage) (bool, error) {
 	for i := range b.rows {
 		ids[i], hashes[i] = b.rows[i].ID, b.rows[i].Hash[:]
 	}
-	same, err := p.list.table.db.SameBefore(ctx, p.run.conn, p.run.scope.Source, ids, hashes, p.began)
+	same, err := p.list.table.db.SameBy(ctx, p.run.conn, p.run.scope.Source, ids, hashes, p.read)
 	return same == int64(len(ids)), err
 }
 

@@ -86,14 +86,23 @@ func (h *harness) follow(stream string) sync.Result {
 	return h.runKind(stream, h.runner.Follow)
 }
 
-func (h *harness) runKind(stream string, run func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, model.RunStats)) []sync.Result) sync.Result {
+// runFunc is a kind of run: Runner.Run or Runner.Follow.
+type runFunc func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, model.RunStats)) []sync.Result
+
+func (h *harness) runKind(stream string, run runFunc) sync.Result {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return h.runCtx(ctx, stream, run)
+}
+
+// runCtx runs a stream with ctx, which the test may cancel mid-run.
+func (h *harness) runCtx(ctx context.Context, stream string, run runFunc) sync.Result {
 	h.t.Helper()
 	s, ok := catalog.Lookup(stream)
 	if !ok {
 		h.t.Fatalf("no stream %s", stream)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	return run(ctx, nil, h.target(), s, nil)[0]
 }
 

@@ -36,7 +36,7 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 				panic("decoder bug")
 			}
 			return &preparedPage{}
-		})
+		}, true)
 		b, err := src.next(ctx, nil)
 		if err != nil {
 			t.Fatalf("prefetch %d: first page: %v", prefetch, err)
@@ -58,7 +58,7 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 		log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	src := r.newPageSource(ctx, erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50}, 0,
-		func(*erp.Page) *preparedPage { return &preparedPage{} })
+		func(*erp.Page) *preparedPage { return &preparedPage{} }, true)
 	cancel()
 	for {
 		b, err := src.next(ctx, nil)

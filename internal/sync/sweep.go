@@ -142,6 +142,8 @@ func (s *sweep) seenBy() int64 {
 
 func (s *sweep) bulk() bool { return s.cp.BulkLoad }
 
+func (s *sweep) ahead() bool { return true }
+
 func (s *sweep) admit(context.Context, *preparedPage) error { return nil }
 
 func (s *sweep) done(context.Context, *preparedPage) (bool, error) { return false, nil }

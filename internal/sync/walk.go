@@ -32,6 +32,10 @@ type policy interface {
 	// bulk reports whether pages are COPYed straight into the table, in
 	// groups while they arrive back to back.
 	bulk() bool
+	// ahead reports whether pages may be fetched ahead of the one being
+	// written: not where the walk's end depends on what a page holds
+	// (each page fetched ahead would be a request for nothing).
+	ahead() bool
 	// admit checks a fetched page before it is written; an error ends
 	// the walk with nothing of the page written.
 	admit(ctx context.Context, b *preparedPage) error
@@ -70,7 +74,7 @@ func (l *List) walk(ctx context.Context, r *Run, p policy) error {
 	known := p.known()
 	prepare := func(pg *erp.Page) *preparedPage { return l.prepare(pg, known, r.scope) }
 	req, before := p.start()
-	src := r.newPageSource(ctx, req, before, prepare)
+	src := r.newPageSource(ctx, req, before, prepare, p.ahead())
 	defer src.close()
 	c := &committer{run: r, list: l, policy: p, src: src}
 	for {
