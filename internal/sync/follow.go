@@ -51,7 +51,7 @@ type follow struct {
 	// below it. A row stored since, by a run that was stopped before it
 	// read on, or by this run, proves nothing.
 	read  time.Time
-	first bool      // the next page admitted is the walk's first
+	first bool // the next page admitted is the walk's first
 	trail orderTrail
 
 	anchors, nextAnchors []db.Anchor // the login's anchors, newest first
