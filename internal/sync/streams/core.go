@@ -18,13 +18,18 @@ import (
 // Invoices is the sales invoice list, walked by cursor in sweeps.
 func Invoices() *sync.List {
 	return &sync.List{
-		Stream:   "invoices",
-		Core:     true,
-		Schedule: "@every 5m", // invoices change all day
-		History:  sync.HistoryOn,
-		Path:     "/sales/api/invoices/list/",
-		Month:    "date",
-		Paging:   erp.CursorPaged,
+		Stream: "invoices",
+		Core:   true,
+		// New invoices every 30 s (a follow run is one request when none
+		// is new); the whole list, for changes to old invoices and
+		// deletions, weekly: at a million invoices a sweep is thousands
+		// of requests (docs/performance.md#follow-runs measures both).
+		Schedule:      "@every 30s",
+		SweepSchedule: "@every 168h",
+		History:       sync.HistoryOn,
+		Path:          "/sales/api/invoices/list/",
+		Month:         "date",
+		Paging:        erp.CursorPaged,
 		Columns: []sync.Column{
 			{Name: "total_bc", Field: "total_bc", Type: sync.Money},
 			{Name: "invoice_date", Field: "date", Type: sync.Date, Lenient: true},

@@ -16,6 +16,10 @@ type document struct {
 	permission string // what listing needs
 	preview    string // what reading a journal preview needs
 	columns    []sync.Column
+	// schedule and sweep are the list's default schedules ("": every 30
+	// minutes, each run complete); a list paged by start/length is
+	// followed between its complete sweeps.
+	schedule, sweep string
 }
 
 var voucherColumns = []sync.Column{
@@ -34,6 +38,7 @@ var documents = []document{
 	{
 		kind: "journal_entry", stream: "journal_entries", path: "/accounts/api/journal-entries/",
 		paging: erp.OffsetPaged, permission: "accounts.journal.view", preview: "accounts.journal.view",
+		schedule: "@every 5m", sweep: "@every 168h",
 		columns: []sync.Column{
 			{Name: "status", Field: "status", Type: sync.Text},
 			{Name: "total_debit", Field: "total_debit", Type: sync.Money},
@@ -57,5 +62,5 @@ var documents = []document{
 // list is the document kind's list stream.
 func (d document) list() *sync.List {
 	return &sync.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission, Contract: sync.ContractUnreviewed,
-		History: sync.HistoryOn, Month: "date", Columns: d.columns}
+		Schedule: d.schedule, SweepSchedule: d.sweep, History: sync.HistoryOn, Month: "date", Columns: d.columns}
 }
