@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -604,3 +605,51 @@ INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_
 // coreStreams are the streams a source enables when its configuration
 // names none.
 var coreStreams = streams.MustDefault().Core()
+
+// A schema that is not there yet: check passes it when `erpsync run` will
+// migrate it, and exits 2 when run could not (auto-migrate off, or a role
+// that may not migrate). sync and run as the runtime role exit 2 with the
+// way out, not goose's "permission denied".
+func TestSchemaToMigrate(t *testing.T) {
+	t.Parallel()
+	_, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 10})
+	dbURL := testdb.Empty(t)
+	runtimeURL := testdb.URLAs(t, dbURL, testdb.Role(t, "erpsync_runtime"))
+	const ownerHint = "migrate as the schema's owner, with `erpsync migrate` and ERPSYNC_MIGRATE_DATABASE_URL"
+	cases := []struct {
+		name  string
+		env   []string
+		args  []string
+		code  int
+		wants []string
+	}{
+		{"check, run will migrate", erpEnv(simURL, dbURL, goodPassword), []string{"check"}, exitOK,
+			[]string{"ok    database: schema at version 0, this binary needs", "`erpsync run` will migrate it (as role "}},
+		{"check, auto-migrate off", erpEnv(simURL, dbURL, goodPassword, "ERPSYNC_AUTO_MIGRATE=false"), []string{"check"}, exitUsage,
+			[]string{"FAIL  database: the schema is not there yet: run `erpsync migrate`"}},
+		{"check as the runtime role", erpEnv(simURL, runtimeURL, goodPassword), []string{"check"}, exitUsage,
+			[]string{"FAIL  database: the schema is not there yet, and role erpsync_t_role_", "may not create schema erp", ownerHint}},
+		{"check as the runtime role, the owner's URL given", erpEnv(simURL, runtimeURL, goodPassword, "ERPSYNC_MIGRATE_DATABASE_URL="+dbURL), []string{"check"}, exitOK,
+			[]string{"`erpsync run` will migrate it (as role "}},
+		{"sync as the runtime role", erpEnv(simURL, runtimeURL, goodPassword), []string{"sync"}, exitUsage, []string{ownerHint}},
+		{"run as the runtime role", erpEnv(simURL, runtimeURL, goodPassword, "ERPSYNC_HTTP_ADDR=127.0.0.1:0"), []string{"run"}, exitUsage, []string{ownerHint}},
+	}
+	for _, tc := range cases {
+		r := runMain(t, tc.env, tc.args...)
+		if r.code != tc.code {
+			t.Errorf("%s: exit %d, want %d\n%s", tc.name, r.code, tc.code, r)
+		}
+		for _, want := range tc.wants {
+			if !strings.Contains(r.combined(), want) {
+				t.Errorf("%s: output lacks %q\n%s", tc.name, want, r)
+			}
+		}
+		if strings.Contains(r.combined(), "goose") || strings.Contains(r.combined(), "42501") {
+			t.Errorf("%s: a raw migration error\n%s", tc.name, r)
+		}
+	}
+	// Nothing above migrated: check only asks.
+	if cur, _, err := db.SchemaVersions(context.Background(), testdb.ObserverPool(t, dbURL)); err != nil || cur != 0 {
+		t.Errorf("schema at version %d after check and refused runs (%v), want 0", cur, err)
+	}
+}
