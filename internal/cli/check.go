@@ -105,9 +105,7 @@ func checkMigrator(ctx context.Context, cfg config.Config, pool *pgxpool.Pool) (
 	if err := db.CheckMigrate(ctx, migrator); err != nil {
 		return "", err
 	}
-	var role string
-	err := migrator.QueryRow(ctx, `SELECT current_user::text`).Scan(&role)
-	return role, err
+	return db.CurrentRole(ctx, migrator)
 }
 
 // problemsError is check's verdict. It unwraps to a set-up problem found

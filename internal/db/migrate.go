@@ -113,3 +113,12 @@ WHERE r.rolname = current_user`).Scan(&role, &database, &super, &createSchema, &
 	}
 	return nil
 }
+
+// CurrentRole is the role q is logged in as.
+func CurrentRole(ctx context.Context, q Querier) (string, error) {
+	var role string
+	if err := q.QueryRow(ctx, `SELECT current_user::text`).Scan(&role); err != nil {
+		return "", fmt.Errorf("reading the current role: %w", Describe(err))
+	}
+	return role, nil
+}
