@@ -8,6 +8,7 @@ import (
 	"github.com/erpsync/erpsync/internal/sync/streams"
 	"io/fs"
 	"log/slog"
+	neturl "net/url"
 	"net/http/httptest"
 	"regexp"
 	"slices"
@@ -651,5 +652,44 @@ func TestSchemaToMigrate(t *testing.T) {
 	// Nothing above migrated: check only asks.
 	if cur, _, err := db.SchemaVersions(context.Background(), testdb.ObserverPool(t, dbURL)); err != nil || cur != 0 {
 		t.Errorf("schema at version %d after check and refused runs (%v), want 0", cur, err)
+	}
+}
+
+// The demo creates the database ERPSYNC_DATABASE_URL names when it is
+// missing (and says so), refuses clearly when its login may not, and may
+// run again on the same database with another size: the second demo's
+// ERP is a new one, and its totals still agree to the digit.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, err := neturl.Parse(testdb.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("erpsync_t_demo_%d", time.Now().UnixNano())
+	u.Path = "/" + name
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(ctx, testdb.AdminURL()); err == nil {
+			c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(ctx)
+		}
+	})
+	env := func(dbURL string) []string { return environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_LOG_FORMAT=text") }
+
+	r := runMain(t, env(testdb.URLAs(t, u.String(), testdb.Role(t))), "demo", "--invoices", "10")
+	if r.code == exitOK || !strings.Contains(r.stderr, "database "+name+" does not exist, and role erpsync_t_role_") || !strings.Contains(r.stderr, "may not create it") {
+		t.Errorf("demo on a missing database its login may not create: want a refusal naming both\n%s", r)
+	}
+	for i, size := range []string{"300", "100"} {
+		r := runMain(t, env(u.String()), "demo", "--invoices", size)
+		if r.code != exitOK || !strings.Contains(r.stdout, "(equal, digit for digit)") {
+			t.Fatalf("demo #%d with %s invoices: want exit 0 and equal totals\n%s", i+1, size, r)
+		}
+		if created := strings.Contains(r.stdout, "created the database "+name); created != (i == 0) {
+			t.Errorf("demo #%d: says it created the database: %v, want %v\n%s", i+1, created, i == 0, r)
+		}
+		if earlier := strings.Contains(r.stdout, "holds an earlier demo"); earlier != (i == 1) {
+			t.Errorf("demo #%d: says an earlier demo is there: %v, want %v\n%s", i+1, earlier, i == 1, r)
+		}
 	}
 }
