@@ -8,8 +8,9 @@ import (
 	"github.com/erpsync/erpsync/internal/sync/streams"
 	"io/fs"
 	"log/slog"
-	neturl "net/url"
+	"maps"
 	"net/http/httptest"
+	neturl "net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -691,5 +692,59 @@ func TestDemo(t *testing.T) {
 		if earlier := strings.Contains(r.stdout, "holds an earlier demo"); earlier != (i == 1) {
 			t.Errorf("demo #%d: says an earlier demo is there: %v, want %v\n%s", i+1, earlier, i == 1, r)
 		}
+	}
+}
+
+// status shows the streams it is given (all when none; an unknown name is
+// refused), and LAST ERROR is the error of the last run that ended: a
+// success after a failure clears it, a run in progress does not.
+func TestStatusStreamsAndLastError(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.New(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `
+INSERT INTO erp.sync_runs (source, stream, status, started_at, finished_at, error) VALUES
+  ('default', 'invoices', 'failed', now() - interval '2 hours', now() - interval '2 hours', 'invoices boom'),
+  ('default', 'invoices', 'succeeded', now() - interval '1 hour', now() - interval '1 hour', NULL),
+  ('default', 'cashboxes', 'succeeded', now() - interval '2 hours', now() - interval '2 hours', NULL),
+  ('default', 'cashboxes', 'failed', now() - interval '1 hour', now() - interval '1 hour', 'cashboxes boom'),
+  ('default', 'currencies', 'failed', now() - interval '2 hours', now() - interval '2 hours', 'currencies boom'),
+  ('default', 'currencies', 'running', now() - interval '1 minute', NULL, NULL);`); err != nil {
+		t.Fatal(err)
+	}
+	env := environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL=https://erp.example.com")
+	status := func(args ...string) map[string]string {
+		t.Helper()
+		r := runMain(t, env, append([]string{"status", "--json"}, args...)...)
+		if r.code != exitOK {
+			t.Fatalf("status %v: %s", args, r)
+		}
+		var st []struct {
+			Stream    string `json:"stream"`
+			LastError string `json:"last_error"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, s := range st {
+			got[s.Stream] = s.LastError
+		}
+		return got
+	}
+	want := map[string]string{"invoices": "", "cashboxes": "cashboxes boom", "currencies": "currencies boom"}
+	if got := status(); !maps.Equal(got, want) {
+		t.Errorf("status: last errors %v, want %v", got, want)
+	}
+	if got := status("invoices", "cashboxes"); !maps.Equal(got, map[string]string{"invoices": "", "cashboxes": "cashboxes boom"}) {
+		t.Errorf("status invoices cashboxes: %v, want those two streams only", got)
+	}
+	if r := runMain(t, env, "status", "invoice"); r.code != exitUsage || !strings.Contains(r.stderr, `unknown stream "invoice"`) {
+		t.Errorf("status with an unknown stream: want exit 2 naming it\n%s", r)
 	}
 }
