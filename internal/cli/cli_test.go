@@ -569,6 +569,42 @@ func TestProgressLineClearedBeforeLog(t *testing.T) {
 // for more than three intervals of its schedule, and held deletions.
 func TestStatusWarns(t *testing.T) {
 	t.Parallel()
+	dbURL := databaseWith(t, `
+INSERT INTO erp.sync_runs (source, stream, status, started_at) VALUES ('default', 'invoices', 'running', now() - interval '1 hour');
+INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_deletions) VALUES ('default', 'cashboxes', now(), 40);`)
+	got := statusField(t, dbURL, "warning")
+	if !strings.Contains(got["invoices"], "running for 1h0m") || !strings.Contains(got["invoices"], "3x its schedule") {
+		t.Errorf("invoices warning %q, want the run held an hour against its 5-minute schedule", got["invoices"])
+	}
+	if !strings.Contains(got["cashboxes"], "40 deletions held") || !strings.Contains(got["cashboxes"], "--confirm-deletions cashboxes") {
+		t.Errorf("cashboxes warning %q", got["cashboxes"])
+	}
+}
+
+// statusField runs `erpsync status --json` on dbURL for the streams named
+// and returns one field of its answer by stream.
+func statusField(t *testing.T, dbURL, field string, streams ...string) map[string]string {
+	t.Helper()
+	r := runMain(t, environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL=https://erp.example.com"),
+		append([]string{"status", "--json"}, streams...)...)
+	if r.code != exitOK {
+		t.Fatalf("status %v: %s", streams, r)
+	}
+	var st []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range st {
+		v, _ := s[field].(string)
+		got[s["stream"].(string)] = v
+	}
+	return got
+}
+
+// databaseWith is a fresh migrated database holding what sql inserts.
+func databaseWith(t *testing.T, sql string) string {
+	t.Helper()
 	dbURL := testdb.New(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -576,32 +612,10 @@ func TestStatusWarns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `
-INSERT INTO erp.sync_runs (source, stream, status, started_at) VALUES ('default', 'invoices', 'running', now() - interval '1 hour');
-INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_deletions) VALUES ('default', 'cashboxes', now(), 40);`); err != nil {
+	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatal(err)
 	}
-	r := runMain(t, environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL=https://erp.example.com"), "status", "--json")
-	if r.code != exitOK {
-		t.Fatalf("status: %s", r)
-	}
-	var st []struct {
-		Stream  string `json:"stream"`
-		Warning string `json:"warning"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, s := range st {
-		got[s.Stream] = s.Warning
-	}
-	if !strings.Contains(got["invoices"], "running for 1h0m") || !strings.Contains(got["invoices"], "3x its schedule") {
-		t.Errorf("invoices warning %q, want the run held an hour against its 5-minute schedule", got["invoices"])
-	}
-	if !strings.Contains(got["cashboxes"], "40 deletions held") || !strings.Contains(got["cashboxes"], "--confirm-deletions cashboxes") {
-		t.Errorf("cashboxes warning %q", got["cashboxes"])
-	}
+	return dbURL
 }
 
 // coreStreams are the streams a source enables when its configuration
@@ -700,43 +714,15 @@ func TestDemo(t *testing.T) {
 // success after a failure clears it, a run in progress does not.
 func TestStatusStreamsAndLastError(t *testing.T) {
 	t.Parallel()
-	dbURL := testdb.New(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `
+	dbURL := databaseWith(t, `
 INSERT INTO erp.sync_runs (source, stream, status, started_at, finished_at, error) VALUES
   ('default', 'invoices', 'failed', now() - interval '2 hours', now() - interval '2 hours', 'invoices boom'),
   ('default', 'invoices', 'succeeded', now() - interval '1 hour', now() - interval '1 hour', NULL),
   ('default', 'cashboxes', 'succeeded', now() - interval '2 hours', now() - interval '2 hours', NULL),
   ('default', 'cashboxes', 'failed', now() - interval '1 hour', now() - interval '1 hour', 'cashboxes boom'),
   ('default', 'currencies', 'failed', now() - interval '2 hours', now() - interval '2 hours', 'currencies boom'),
-  ('default', 'currencies', 'running', now() - interval '1 minute', NULL, NULL);`); err != nil {
-		t.Fatal(err)
-	}
-	env := environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL=https://erp.example.com")
-	status := func(args ...string) map[string]string {
-		t.Helper()
-		r := runMain(t, env, append([]string{"status", "--json"}, args...)...)
-		if r.code != exitOK {
-			t.Fatalf("status %v: %s", args, r)
-		}
-		var st []struct {
-			Stream    string `json:"stream"`
-			LastError string `json:"last_error"`
-		}
-		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, s := range st {
-			got[s.Stream] = s.LastError
-		}
-		return got
-	}
+  ('default', 'currencies', 'running', now() - interval '1 minute', NULL, NULL);`)
+	status := func(streams ...string) map[string]string { return statusField(t, dbURL, "last_error", streams...) }
 	want := map[string]string{"invoices": "", "cashboxes": "cashboxes boom", "currencies": "currencies boom"}
 	if got := status(); !maps.Equal(got, want) {
 		t.Errorf("status: last errors %v, want %v", got, want)
@@ -744,7 +730,7 @@ INSERT INTO erp.sync_runs (source, stream, status, started_at, finished_at, erro
 	if got := status("invoices", "cashboxes"); !maps.Equal(got, map[string]string{"invoices": "", "cashboxes": "cashboxes boom"}) {
 		t.Errorf("status invoices cashboxes: %v, want those two streams only", got)
 	}
-	if r := runMain(t, env, "status", "invoice"); r.code != exitUsage || !strings.Contains(r.stderr, `unknown stream "invoice"`) {
+	if r := runMain(t, environ("ERPSYNC_DATABASE_URL="+dbURL), "status", "invoice"); r.code != exitUsage || !strings.Contains(r.stderr, `unknown stream "invoice"`) {
 		t.Errorf("status with an unknown stream: want exit 2 naming it\n%s", r)
 	}
 }
