@@ -183,6 +183,10 @@ func schemaHash() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
+// URLOf is the URL of the database name on the test server, which need
+// not exist.
+func URLOf(name string) string { return withDB(AdminURL(), name) }
+
 func withDB(admin, name string) string {
 	u, err := url.Parse(admin)
 	if err != nil {
