@@ -65,7 +65,13 @@ type panelResult struct {
 func (r panelResult) ratio(i int) float64 { return r.secs[i] / r.limit }
 
 // over tells whether ratio x misses goal as printed (to two decimals).
-func over(x, goal float64) bool { return math.Round(x*100)/100 > goal }
+func over(x, goal float64) bool { return rounded(x, 2) > goal }
+
+// rounded is x as printed with the given decimals.
+func rounded(x float64, decimals int) float64 {
+	p := math.Pow10(decimals)
+	return math.Round(x*p) / p
+}
 
 // misses are the goals r misses, as text.
 func (r panelResult) misses() []string {
@@ -144,15 +150,15 @@ func dateSpan(r dashboards.TimeRange) string {
 
 // panelReport prints the panel report of the warehouse at dbURL (the bench's database, as its
 // superuser) to out. changed is the range of the re-sync that changed 1% of the invoices.
-func (o Options) panelReport(ctx context.Context, dbURL string, changed dashboards.TimeRange, out io.Writer) error {
+func (o Options) panelReport(ctx context.Context, dbURL string, changed dashboards.TimeRange, out io.Writer) (misses []string, err error) {
 	d, err := dashboards.Load(o.Dashboard)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	o.PanelRuns = max(o.PanelRuns, 1)
 	su, err := connect(ctx, dbURL, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer su.Close(ctx)
 
@@ -163,43 +169,43 @@ func (o Options) panelReport(ctx context.Context, dbURL string, changed dashboar
 	err = su.QueryRow(ctx, `SELECT min(source), count(DISTINCT source), array_agg(DISTINCT company_id ORDER BY company_id),
 		min(invoice_date), max(invoice_date) FROM erp.invoices WHERE deleted_at IS NULL`).Scan(&source, new(int), &companies, &first, &last)
 	if err != nil {
-		return fmt.Errorf("reading the bench's invoices: %w", err)
+		return nil, fmt.Errorf("reading the bench's invoices: %w", err)
 	}
 	now := last.AddDate(0, 0, 1).Add(-time.Millisecond) // the end of the data's last day
 	cases, err := invoiceCases(d, source, now, changed)
 	if err != nil {
-		return fmt.Errorf("%s: %w", o.Dashboard, err)
+		return nil, fmt.Errorf("%s: %w", o.Dashboard, err)
 	}
 	cases = append(cases, panelCase{title: "erp.invoices_as_of(now()) count and sum", label: "no panel, no goal",
 		sql:      `SELECT count(*), sum(total_bc) FROM erp.invoices_as_of(now())`,
 		limitSQL: `SELECT count(*), sum(total_bc) FROM ` + limitSchema + `.invoices_current`})
 
 	if err := buildLimit(ctx, su); err != nil {
-		return fmt.Errorf("the typed copy: %w", err)
+		return nil, fmt.Errorf("the typed copy: %w", err)
 	}
 
 	// The logins: the superuser, a plain analyst and a login scoped to the bench's company.
 	analyst, dropAnalyst, err := o.login(ctx, "analyst", "IN ROLE erpsync_analyst")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer dropAnalyst()
 	scoped, dropScoped, err := o.login(ctx, "scoped", "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer dropScoped()
 	// The grant is the schema owner's to give: the bench migrated the schema as the superuser.
 	for _, c := range companies {
 		if _, err := su.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, $2, $3)`, scoped.name, source, c); err != nil {
-			return fmt.Errorf("erp.grant_company: %w", err)
+			return nil, fmt.Errorf("erp.grant_company: %w", err)
 		}
 	}
 	conns := [len(loginNames)]*pgx.Conn{su}
 	for i, l := range []loginRole{analyst, scoped} {
 		c, err := connect(ctx, dbURL, url.UserPassword(l.name, l.password))
 		if err != nil {
-			return fmt.Errorf("connecting as the %s login: %w", loginNames[i+1], err)
+			return nil, fmt.Errorf("connecting as the %s login: %w", loginNames[i+1], err)
 		}
 		defer c.Close(ctx)
 		conns[i+1] = c
@@ -209,7 +215,7 @@ func (o Options) panelReport(ctx context.Context, dbURL string, changed dashboar
 	for _, c := range cases {
 		r, err := timeCase(ctx, c, su, conns, o.PanelRuns)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		results = append(results, r)
 	}
@@ -229,7 +235,6 @@ panel report (run 1, N = %d): the panels of %s that read erp.invoices or erp.inv
 `, o.Invoices, o.Dashboard, source, first.Format(time.DateOnly), last.Format(time.DateOnly), o.PanelRuns,
 		source, strings.Join(companies, ", "), limitSchema, limitSchema, panelGoal, scopedGoal)
 	fmt.Fprintf(out, "  %-72s %5s %8s  %15s  %15s  %15s  %8s\n", "panel, range", "rows", "limit s", "superuser s", "analyst s", "scoped s", "sc/an")
-	var misses []string
 	for _, r := range results {
 		if !r.c.panel {
 			fmt.Fprintln(out)
@@ -261,16 +266,16 @@ panel report (run 1, N = %d): the panels of %s that read erp.invoices or erp.inv
 	}
 
 	if err := explainRevenue(ctx, out, conns[2], cases); err != nil {
-		return err
+		return nil, err
 	}
 	if o.Explain {
 		for _, r := range results {
 			if err := explainMisses(ctx, out, r, su, conns); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return misses, nil
 }
 
 // buildLimit makes the typed copies of the invoices in the same physical order (a plain, not a

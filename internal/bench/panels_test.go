@@ -106,8 +106,18 @@ func TestPanelReport(t *testing.T) {
 
 	o := Options{AdminURL: testdb.AdminURL(), Invoices: 2000, Dashboard: warehouseJSON, PanelRuns: 1, Explain: true}
 	var out bytes.Buffer
-	if err := o.panelReport(ctx, dbURL, changed, &out); err != nil {
+	misses, err := o.panelReport(ctx, dbURL, changed, &out)
+	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
+	}
+	// The misses returned are those printed.
+	if met := strings.Contains(out.String(), "every panel meets the goal"); met != (len(misses) == 0) {
+		t.Errorf("the report says every panel meets the goal: %v, but %d misses were returned: %v", met, len(misses), misses)
+	}
+	for _, m := range misses {
+		if !strings.Contains(out.String(), "    "+m+"\n") {
+			t.Errorf("miss %q returned but not printed", m)
+		}
 	}
 	t.Log(out.String())
 	for _, want := range []string{"Revenue per month and currency, 2026-01-01..2026-12-31", "Invoices changed or deleted this week, 1% re-sync",

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/sync"
@@ -36,16 +39,25 @@ func cmdCheck(e *command) error {
 		fmt.Fprintf(e.stdout, "FAIL  %s: %v\n", what, err)
 	}
 
+	var schemaErr error // a schema the run cannot use: exit 2, as the other commands
 	if pool, err := openPool(ctx, cfg, 1); err != nil {
 		fail("database", err)
 	} else {
 		switch cur, target, err := db.SchemaVersions(ctx, pool); {
 		case err != nil:
 			fail("database schema", err)
-		case cur < target:
-			fmt.Fprintf(e.stdout, "warn  database: %v (or run with auto-migrate)\n", &db.SchemaError{Current: cur, Target: target})
-		default:
+		case cur == target:
 			fmt.Fprintf(e.stdout, "ok    database: schema at version %d\n", cur)
+		case cur < target && cfg.AutoMigrate:
+			if role, err := checkMigrator(ctx, cfg, pool); err != nil {
+				schemaErr = err
+				fail("database", err)
+			} else {
+				fmt.Fprintf(e.stdout, "ok    database: schema at version %d, this binary needs %d: `erpsync run` will migrate it (as role %s)\n", cur, target, role)
+			}
+		default:
+			schemaErr = &db.SchemaError{Current: cur, Target: target}
+			fail("database", schemaErr)
 		}
 		pool.Close()
 	}
@@ -75,7 +87,37 @@ func cmdCheck(e *command) error {
 		sync.RevokeTokens([]sync.Target{t}, cfg.Shutdown.Revoke, log)
 	}
 	if problems > 0 {
-		return fmt.Errorf("%d problem(s) found", problems)
+		return &problemsError{n: problems, setup: schemaErr}
 	}
 	return nil
 }
+
+// checkMigrator asks, without migrating, whether the role that `erpsync
+// run` migrates as (ERPSYNC_MIGRATE_DATABASE_URL's, else pool's) may
+// bring the schema up to date, and returns its name.
+func checkMigrator(ctx context.Context, cfg config.Config, pool *pgxpool.Pool) (string, error) {
+	migrator := pool
+	if cfg.MigrateDatabaseURL != "" {
+		owner, err := db.Open(ctx, cfg.MigrateDatabaseURL.Value(), db.WithMaxConns(1), dbLimits(cfg))
+		if err != nil {
+			return "", fmt.Errorf("migration database: %w", err)
+		}
+		defer owner.Close()
+		migrator = owner
+	}
+	if err := db.CheckMigrate(ctx, migrator); err != nil {
+		return "", err
+	}
+	return db.CurrentRole(ctx, migrator)
+}
+
+// problemsError is check's verdict. It unwraps to a set-up problem found
+// among them (a schema to migrate), so that check exits 2 as the command
+// that would meet it does.
+type problemsError struct {
+	n     int
+	setup error
+}
+
+func (p *problemsError) Error() string { return fmt.Sprintf("%d problem(s) found", p.n) }
+func (p *problemsError) Unwrap() error { return p.setup }

@@ -39,7 +39,7 @@ Usage:
   erpsync migrate              apply the embedded schema migrations
   erpsync sync [STREAM...]     run the named streams once (default: all enabled) and exit
   erpsync run [--no-migrate]   the daemon: schedules, /healthz /readyz /metrics, graceful shutdown
-  erpsync status [--json]      checkpoints, last runs and freshness per source and stream
+  erpsync status [STREAM...]   checkpoints, last runs and freshness per source and stream (--json)
   erpsync check                check configuration, database, ERP login and /api/auth/me/
   erpsync probe [STREAM...]    one small read per stream: is each usable on this installation? (--json)
   erpsync verify [STREAM...]   compare the warehouse with the ERP, rows and money sums; exit 1 if they differ (--json)
@@ -319,6 +319,11 @@ func (e *command) streamsFor(src config.Source, names []string) ([]sync.Stream, 
 			names = append(names, sc.Name)
 		}
 	}
+	return e.lookup(names)
+}
+
+// lookup finds the named streams in the catalog, refusing an unknown name.
+func (e *command) lookup(names []string) ([]sync.Stream, error) {
 	out := make([]sync.Stream, 0, len(names))
 	for _, n := range names {
 		s, ok := e.catalog.Lookup(n)

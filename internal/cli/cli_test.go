@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -592,33 +593,10 @@ func TestProgressLineClearedBeforeLog(t *testing.T) {
 // for more than three intervals of its schedule, and held deletions.
 func TestStatusWarns(t *testing.T) {
 	t.Parallel()
-	dbURL := testdb.New(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `
+	dbURL := databaseWith(t, `
 INSERT INTO erp.sync_runs (source, stream, status, started_at) VALUES ('default', 'invoices', 'running', now() - interval '1 hour');
-INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_deletions) VALUES ('default', 'cashboxes', now(), 40);`); err != nil {
-		t.Fatal(err)
-	}
-	r := runMain(t, environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL=https://erp.example.com"), "status", "--json")
-	if r.code != exitOK {
-		t.Fatalf("status: %s", r)
-	}
-	var st []struct {
-		Stream  string `json:"stream"`
-		Warning string `json:"warning"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, s := range st {
-		got[s.Stream] = s.Warning
-	}
+INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_deletions) VALUES ('default', 'cashboxes', now(), 40);`)
+	got := statusField(t, dbURL, "warning")
 	if !strings.Contains(got["invoices"], "running for 1h0m") || !strings.Contains(got["invoices"], "3x its schedule") {
 		t.Errorf("invoices warning %q, want the run held an hour against its 5-minute schedule", got["invoices"])
 	}
@@ -627,6 +605,152 @@ INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_
 	}
 }
 
+// statusField runs `erpsync status --json` on dbURL for the streams named
+// and returns one field of its answer by stream.
+func statusField(t *testing.T, dbURL, field string, streams ...string) map[string]string {
+	t.Helper()
+	r := runMain(t, environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL=https://erp.example.com"),
+		append([]string{"status", "--json"}, streams...)...)
+	if r.code != exitOK {
+		t.Fatalf("status %v: %s", streams, r)
+	}
+	var st []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range st {
+		v, _ := s[field].(string)
+		got[s["stream"].(string)] = v
+	}
+	return got
+}
+
+// databaseWith is a fresh migrated database holding what sql inserts.
+func databaseWith(t *testing.T, sql string) string {
+	t.Helper()
+	dbURL := testdb.New(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatal(err)
+	}
+	return dbURL
+}
+
 // coreStreams are the streams a source enables when its configuration
 // names none.
 var coreStreams = streams.MustDefault().Core()
+
+// A schema that is not there yet: check passes it when `erpsync run` will
+// migrate it, and exits 2 when run could not (auto-migrate off, or a role
+// that may not migrate). sync and run as the runtime role exit 2 with the
+// way out, not goose's "permission denied".
+func TestSchemaToMigrate(t *testing.T) {
+	t.Parallel()
+	_, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 10})
+	dbURL := testdb.Empty(t)
+	runtimeURL := testdb.URLAs(t, dbURL, testdb.Role(t, "erpsync_runtime"))
+	const ownerHint = "migrate as the schema's owner, with `erpsync migrate` and ERPSYNC_MIGRATE_DATABASE_URL"
+	cases := []struct {
+		name  string
+		env   []string
+		args  []string
+		code  int
+		wants []string
+	}{
+		{"check, run will migrate", erpEnv(simURL, dbURL, goodPassword), []string{"check"}, exitOK,
+			[]string{"ok    database: schema at version 0, this binary needs", "`erpsync run` will migrate it (as role "}},
+		{"check, auto-migrate off", erpEnv(simURL, dbURL, goodPassword, "ERPSYNC_AUTO_MIGRATE=false"), []string{"check"}, exitUsage,
+			[]string{"FAIL  database: the schema is not there yet: run `erpsync migrate`"}},
+		{"check as the runtime role", erpEnv(simURL, runtimeURL, goodPassword), []string{"check"}, exitUsage,
+			[]string{"FAIL  database: the schema is not there yet, and role erpsync_t_role_", "may not create schema erp", ownerHint}},
+		{"check as the runtime role, the owner's URL given", erpEnv(simURL, runtimeURL, goodPassword, "ERPSYNC_MIGRATE_DATABASE_URL="+dbURL), []string{"check"}, exitOK,
+			[]string{"`erpsync run` will migrate it (as role "}},
+		{"sync as the runtime role", erpEnv(simURL, runtimeURL, goodPassword), []string{"sync"}, exitUsage, []string{ownerHint}},
+		{"run as the runtime role", erpEnv(simURL, runtimeURL, goodPassword, "ERPSYNC_HTTP_ADDR=127.0.0.1:0"), []string{"run"}, exitUsage, []string{ownerHint}},
+	}
+	for _, tc := range cases {
+		r := runMain(t, tc.env, tc.args...)
+		if r.code != tc.code {
+			t.Errorf("%s: exit %d, want %d\n%s", tc.name, r.code, tc.code, r)
+		}
+		for _, want := range tc.wants {
+			if !strings.Contains(r.combined(), want) {
+				t.Errorf("%s: output lacks %q\n%s", tc.name, want, r)
+			}
+		}
+		if strings.Contains(r.combined(), "goose") || strings.Contains(r.combined(), "42501") {
+			t.Errorf("%s: a raw migration error\n%s", tc.name, r)
+		}
+	}
+	// Nothing above migrated: check only asks.
+	if cur, _, err := db.SchemaVersions(context.Background(), testdb.ObserverPool(t, dbURL)); err != nil || cur != 0 {
+		t.Errorf("schema at version %d after check and refused runs (%v), want 0", cur, err)
+	}
+}
+
+// The demo creates the database ERPSYNC_DATABASE_URL names when it is
+// missing (and says so), refuses clearly when its login may not, and may
+// run again on the same database with another size: the second demo's
+// ERP is a new one, and its totals still agree to the digit.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	name := fmt.Sprintf("erpsync_t_demo_%d", time.Now().UnixNano())
+	dbURL := testdb.URLOf(name)
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(ctx, testdb.AdminURL()); err == nil {
+			c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(ctx)
+		}
+	})
+	env := func(dbURL string) []string { return environ("ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_LOG_FORMAT=text") }
+
+	r := runMain(t, env(testdb.URLAs(t, dbURL, testdb.Role(t))), "demo", "--invoices", "10")
+	if r.code == exitOK || !strings.Contains(r.stderr, "database "+name+" does not exist, and role erpsync_t_role_") || !strings.Contains(r.stderr, "may not create it") {
+		t.Errorf("demo on a missing database its login may not create: want a refusal naming both\n%s", r)
+	}
+	for i, size := range []string{"300", "100"} {
+		r := runMain(t, env(dbURL), "demo", "--invoices", size)
+		if r.code != exitOK || !strings.Contains(r.stdout, "(equal, digit for digit)") {
+			t.Fatalf("demo #%d with %s invoices: want exit 0 and equal totals\n%s", i+1, size, r)
+		}
+		if created := strings.Contains(r.stdout, "created the database "+name); created != (i == 0) {
+			t.Errorf("demo #%d: says it created the database: %v, want %v\n%s", i+1, created, i == 0, r)
+		}
+		if earlier := strings.Contains(r.stdout, "holds an earlier demo"); earlier != (i == 1) {
+			t.Errorf("demo #%d: says an earlier demo is there: %v, want %v\n%s", i+1, earlier, i == 1, r)
+		}
+	}
+}
+
+// status shows the streams it is given (all when none; an unknown name is
+// refused), and LAST ERROR is the error of the last run that ended: a
+// success after a failure clears it, a run in progress does not.
+func TestStatusStreamsAndLastError(t *testing.T) {
+	t.Parallel()
+	dbURL := databaseWith(t, `
+INSERT INTO erp.sync_runs (source, stream, status, started_at, finished_at, error) VALUES
+  ('default', 'invoices', 'failed', now() - interval '2 hours', now() - interval '2 hours', 'invoices boom'),
+  ('default', 'invoices', 'succeeded', now() - interval '1 hour', now() - interval '1 hour', NULL),
+  ('default', 'cashboxes', 'succeeded', now() - interval '2 hours', now() - interval '2 hours', NULL),
+  ('default', 'cashboxes', 'failed', now() - interval '1 hour', now() - interval '1 hour', 'cashboxes boom'),
+  ('default', 'currencies', 'failed', now() - interval '2 hours', now() - interval '2 hours', 'currencies boom'),
+  ('default', 'currencies', 'running', now() - interval '1 minute', NULL, NULL);`)
+	status := func(streams ...string) map[string]string { return statusField(t, dbURL, "last_error", streams...) }
+	want := map[string]string{"invoices": "", "cashboxes": "cashboxes boom", "currencies": "currencies boom"}
+	if got := status(); fmt.Sprint(got) != fmt.Sprint(want) { // maps print sorted
+		t.Errorf("status: last errors %v, want %v", got, want)
+	}
+	if got := status("invoices", "cashboxes"); fmt.Sprint(got) != fmt.Sprint(map[string]string{"invoices": "", "cashboxes": "cashboxes boom"}) {
+		t.Errorf("status invoices cashboxes: %v, want those two streams only", got)
+	}
+	if r := runMain(t, environ("ERPSYNC_DATABASE_URL="+dbURL), "status", "invoice"); r.code != exitUsage || !strings.Contains(r.stderr, `unknown stream "invoice"`) {
+		t.Errorf("status with an unknown stream: want exit 2 naming it\n%s", r)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
@@ -41,12 +42,21 @@ func cmdDemo(e *command) error {
 	defer cancel()
 	ctx, stop := stopper.Context(), stopper.Draining()
 
-	if cfg.DatabaseURL == "" {
-		u, err := createDemoDatabase(ctx, e.getenv("ERPSYNC_DEMO_ADMIN_URL"), "erpsync_demo")
+	defaulted := cfg.DatabaseURL == ""
+	if defaulted {
+		u, err := demoDatabaseURL(e.getenv("ERPSYNC_DEMO_ADMIN_URL"))
 		if err != nil {
 			return err
 		}
 		cfg.DatabaseURL = config.Secret(u)
+	}
+	switch name, created, err := createDatabase(ctx, cfg.DatabaseURL.Value()); {
+	case err != nil && defaulted:
+		return fmt.Errorf("no ERPSYNC_DATABASE_URL, so the demo uses %s: %w", db.RedactURL(cfg.DatabaseURL.Value()), err)
+	case err != nil:
+		return err
+	case created:
+		fmt.Fprintf(e.stdout, "erpsync demo: created the database %s\n", name)
 	}
 
 	sim := erpsim.New(erpsim.Options{Invoices: *invoices, PageSizeCap: 500})
@@ -74,8 +84,23 @@ func cmdDemo(e *command) error {
 	runner := &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: log, Prefetch: 1}
 
 	fmt.Fprintf(e.stdout, "erpsync demo: simulated ERP at %s with %d invoices\n\n", cfg.Sources[0].BaseURL, *invoices)
+	// Each demo serves an ERP of its own under the one source "demo": what
+	// an earlier demo left in this database and this ERP lacks is gone
+	// from it, however much that is, so the first sync confirms the
+	// deletions the guard would hold (a demo of 5,000 invoices, then one
+	// of 100, would otherwise keep 4,900 live).
+	earlier, err := db.LastRuns(ctx, pool, "demo")
+	if err != nil {
+		return err
+	}
+	if len(earlier) > 0 {
+		fmt.Fprintln(e.stdout, "this database holds an earlier demo: the first sync marks deleted what it left that this ERP lacks (as `erpsync sync --confirm-deletions` would)")
+	}
 	fmt.Fprintln(e.stdout, "first sync:")
-	if err := e.syncOnce(ctx, stop, runner, false, cfg, nil); err != nil {
+	runner.ConfirmDeletions = true
+	err = e.syncOnce(ctx, stop, runner, false, cfg, nil)
+	runner.ConfirmDeletions = false
+	if err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {
@@ -147,32 +172,56 @@ func printDemoTables(ctx context.Context, e *command, pool *pgxpool.Pool) error 
 	return nil
 }
 
-// createDemoDatabase creates the database on the local Postgres if it is
-// missing and returns its URL.
-func createDemoDatabase(ctx context.Context, admin, name string) (string, error) {
+// demoDatabaseURL is erpsync_demo on the server of admin (default: the
+// local Postgres), for a demo that was given no ERPSYNC_DATABASE_URL.
+func demoDatabaseURL(admin string) (string, error) {
 	if admin == "" {
 		admin = demoAdminURL
-	}
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return "", fmt.Errorf("no ERPSYNC_DATABASE_URL, and the local Postgres (%s) is not reachable to create %s: %w", db.RedactURL(admin), name, db.Describe(err))
-	}
-	defer conn.Close(ctx)
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return "", fmt.Errorf("looking for database %s: %w", name, db.Describe(err))
-	}
-	if !exists {
-		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-			return "", fmt.Errorf("creating database %s: %w", name, db.Describe(err))
-		}
 	}
 	u, err := url.Parse(admin)
 	if err != nil {
 		return "", fmt.Errorf("ERPSYNC_DEMO_ADMIN_URL: not a URL")
 	}
-	u.Path = "/" + name
+	u.Path = "/erpsync_demo"
 	return u.String(), nil
+}
+
+// createDatabase creates the database dbURL names if it does not exist,
+// with dbURL's login, from the server's maintenance database; it returns
+// the database's name and whether it created it.
+func createDatabase(ctx context.Context, dbURL string) (name string, created bool, err error) {
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		return "", false, db.ErrBadURL
+	}
+	name = cfg.Database
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		return name, false, conn.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name: it does not exist
+		return name, false, fmt.Errorf("database %s: %w", name, db.Describe(err))
+	}
+	var admin *pgx.Conn
+	for _, maintenance := range []string{"postgres", "template1"} {
+		mcfg := cfg.Copy()
+		mcfg.Database = maintenance
+		if admin, err = pgx.ConnectConfig(ctx, mcfg); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return name, false, fmt.Errorf("database %s does not exist, and the server's maintenance database is not reachable to create it: %w", name, db.Describe(err))
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: made meanwhile
+			return name, false, nil
+		}
+		return name, false, fmt.Errorf("database %s does not exist, and role %s may not create it (%w): create it, or name one that exists", name, cfg.User, db.Describe(err))
+	}
+	return name, true, nil
 }
 
 // coreStreams are the catalog's core streams with their defaults.

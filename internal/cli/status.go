@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,12 +11,17 @@ import (
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 func cmdStatus(e *command) error {
 	fs, cfgFile := e.flags("status")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := e.parse(fs); err != nil {
+		return err
+	}
+	named, err := e.lookup(e.positional())
+	if err != nil {
 		return err
 	}
 	cfg, err := e.loadConfig(*cfgFile, false)
@@ -35,6 +41,11 @@ func cmdStatus(e *command) error {
 	st, err := db.LoadStatus(ctx, pool)
 	if err != nil {
 		return err
+	}
+	if len(named) > 0 {
+		st = slices.DeleteFunc(st, func(s model.StreamStatus) bool {
+			return !slices.ContainsFunc(named, func(n sync.Stream) bool { return n.Name() == s.Stream })
+		})
 	}
 	warn(st, cfg, time.Now())
 	for i := range st {

@@ -29,6 +29,7 @@ type connectorDeps struct {
 type connector struct {
 	deps     connectorDeps
 	pools    atomic.Pointer[db.Pools]
+	waiting  atomic.Pointer[string] // why the last attempt failed, while Start retries
 	stopOnce gosync.Once
 }
 
@@ -50,6 +51,7 @@ func (c *connector) Start(ctx context.Context) error {
 				return err
 			}
 			c.pools.Store(pools)
+			c.waiting.Store(nil)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -58,6 +60,8 @@ func (c *connector) Start(ctx context.Context) error {
 		if errors.Is(err, db.ErrBadURL) {
 			return err
 		}
+		why := db.Unreachable(d.URL, err)
+		c.waiting.Store(&why)
 		wait := reconnect.Delay(attempt)
 		d.Log.Error("database unreachable; retrying", "err", err, "retry_in", wait.Round(time.Millisecond))
 		select {
@@ -75,6 +79,15 @@ func (c *connector) Stop() {
 			p.Close()
 		}
 	})
+}
+
+// Waiting says why the database has not been reached yet ("" once it
+// was, or before the first attempt failed).
+func (c *connector) Waiting() string {
+	if w := c.waiting.Load(); w != nil {
+		return *w
+	}
+	return ""
 }
 
 // Pools are the process's pools, nil until the database was reached.

@@ -79,7 +79,8 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 	})
 	web := newEndpoints(endpointsDeps{
 		Listener: ln, Log: d.Log, Metrics: d.Metrics, Warnings: sched.Warnings, ShutdownTimeout: cfg.Shutdown.HTTP,
-		Ready: func(ctx context.Context) error { return databaseReady(ctx, conn.Pools()) },
+		Ready:   func(ctx context.Context) error { return databaseReady(ctx, conn.Pools()) },
+		Waiting: conn.Waiting,
 	})
 	services := []service{
 		web,

@@ -23,6 +23,9 @@ type endpointsDeps struct {
 	}
 	// Ready says whether the process can work (nil: it can).
 	Ready func(ctx context.Context) error
+	// Waiting says what the start waits for, while it does ("" or nil:
+	// nothing to say), so that /readyz names it rather than "starting".
+	Waiting func() string
 	// Warnings are what /readyz shows without being unready.
 	Warnings        func() []string
 	ShutdownTimeout time.Duration
@@ -122,6 +125,11 @@ func (e *endpoints) ready(ctx context.Context) error {
 		err = errors.New("shutting down")
 	case !serving:
 		err = errors.New("starting")
+		if e.deps.Waiting != nil {
+			if why := e.deps.Waiting(); why != "" {
+				err = fmt.Errorf("starting: %s; retrying", why)
+			}
+		}
 	}
 	if err == nil {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -142,7 +150,7 @@ func databaseReady(ctx context.Context, pools *db.Pools) error {
 		return errors.New("starting: database not reached yet")
 	}
 	if err := pools.Service.Ping(ctx); err != nil {
-		return errors.New("database unreachable")
+		return errors.New(db.Unreachable(pools.Service.Config().ConnString(), err))
 	}
 	err := db.CheckSchema(ctx, pools.Service)
 	var se *db.SchemaError

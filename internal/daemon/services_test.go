@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,8 +134,10 @@ func TestEndpoints(t *testing.T) {
 	log, _ := testLog()
 	gauge := &readyGauge{}
 	state := &readiness{}
+	var waiting atomic.Value // what the start waits for
+	waiting.Store("")
 	web := newEndpoints(endpointsDeps{Listener: ln, Log: log, Metrics: gauge, Ready: state.ready, Warnings: state.warn,
-		ShutdownTimeout: 5 * time.Second})
+		Waiting: func() string { return waiting.Load().(string) }, ShutdownTimeout: 5 * time.Second})
 	if err := web.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +154,9 @@ func TestEndpoints(t *testing.T) {
 	}{
 		{"before Serving", nil,
 			http.StatusServiceUnavailable, "not ready: starting\n", false, false},
-		{"serving, database fine", web.Serving,
+		{"before Serving, the database not reached", func() { waiting.Store(`database "warehouse" does not exist`) },
+			http.StatusServiceUnavailable, "not ready: starting: database \"warehouse\" does not exist; retrying\n", false, false},
+		{"serving, database fine", func() { waiting.Store(""); web.Serving() },
 			http.StatusOK, "ready\n", true, true},
 		{"database away", func() { state.set(errors.New("database unreachable")) },
 			http.StatusServiceUnavailable, "not ready: database unreachable\n", false, true},
@@ -425,6 +431,51 @@ func TestConnectorRetriesUntilCancelled(t *testing.T) {
 	}
 	conn.Stop()
 	conn.Stop()
+}
+
+// TestConnectorSaysWhatItWaitsFor: while the database named in the URL
+// does not exist, the connector retries and says so (what /readyz shows),
+// naming the database but not its address or password; once it exists,
+// Start succeeds and there is nothing to say.
+func TestConnectorSaysWhatItWaitsFor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := testdb.Admin(t)
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("erpsync_t_missing_%d", time.Now().UnixNano())
+	u, err := url.Parse(testdb.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const password = "pw-Not-Shown-7q"
+	u.User, u.Path = url.UserPassword(u.User.Username(), password), "/"+name
+	clock := newFakeClock()
+	log, _ := testLog()
+	conn := newConnector(connectorDeps{URL: u.String(), AutoMigrate: true, Runs: 1, Log: log, Clock: clock})
+	defer conn.Stop()
+	started := make(chan error, 1)
+	go func() { started <- conn.Start(ctx) }()
+	clock.waitForWaiters(t, 1, "the connector to wait after the first failure")
+	want := fmt.Sprintf("database %q does not exist", name)
+	if got := conn.Waiting(); got != want || strings.Contains(got, password) || strings.Contains(got, u.Host) {
+		t.Errorf("Waiting() = %q, want %q (no address, no password)", got, want)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.Background(), testdb.AdminURL()); err == nil {
+			c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	})
+	clock.Advance(clock.NextWait())
+	if err := <-started; err != nil {
+		t.Fatalf("Start once the database exists: %v", err)
+	}
+	if got := conn.Waiting(); got != "" {
+		t.Errorf("Waiting() = %q once the database was reached, want nothing", got)
+	}
 }
 
 // ---- pruner ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,27 @@ func RedactURL(s string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
+}
+
+// Unreachable says in a few words why the database of url could not be
+// opened (err, from Open), naming the database and the role but neither
+// its address nor its password: for places anyone who reaches the
+// daemon's port reads, such as /readyz. The log has the whole error.
+func Unreachable(url string, err error) string {
+	cfg, perr := pgconn.ParseConfig(url)
+	if perr != nil {
+		return "database URL: cannot be parsed"
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case !errors.As(err, &pgErr):
+		return fmt.Sprintf("database %q unreachable", cfg.Database)
+	case pgErr.Code == "3D000": // invalid_catalog_name
+		return fmt.Sprintf("database %q does not exist", cfg.Database)
+	case strings.HasPrefix(pgErr.Code, "28"): // invalid authorization
+		return fmt.Sprintf("database %q refused the login of role %q (%s)", cfg.Database, cfg.User, pgErr.Code)
+	}
+	return fmt.Sprintf("database %q unreachable (%s)", cfg.Database, pgErr.Code)
 }
 
 // Option adjusts a pool that Open makes.

@@ -2,9 +2,14 @@ package db_test
 
 import (
 	"context"
+	"errors"
+	neturl "net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -52,5 +57,70 @@ func TestConcurrentMigrations(t *testing.T) {
 	}
 	if total != int(target) {
 		t.Errorf("migrations applied %d times in all, want each of the %d once", total, target)
+	}
+}
+
+// Who may migrate: the runtime role is told, before goose runs a
+// statement, that it may not and what to do; the database's owner (no
+// superuser) may, and does. Once the schema is behind, only a member of
+// its owner may bring it up to date.
+func TestWhoMayMigrate(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := testdb.Empty(t)
+	runtime := testdb.PoolAs(t, url, testdb.Role(t, "erpsync_runtime"))
+	ownerRole := testdb.Role(t)
+	admin := testdb.Admin(t)
+	defer admin.Close(ctx)
+	u, _ := neturl.Parse(url)
+	dbName := strings.TrimPrefix(u.Path, "/")
+	for _, stmt := range []string{
+		"ALTER DATABASE " + dbName + " OWNER TO " + ownerRole,
+		"GRANT erpsync_analyst, erpsync_scoped TO " + ownerRole + " WITH ADMIN OPTION",
+	} {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { // the role is dropped when t ends: its database must go first
+		if c, err := pgx.Connect(context.Background(), testdb.AdminURL()); err == nil {
+			c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	})
+	owner := testdb.PoolAs(t, url, ownerRole)
+
+	refused := func(q db.Querier, want string) {
+		t.Helper()
+		err := db.CheckMigrate(ctx, q)
+		var se *db.SchemaError
+		if !errors.As(err, &se) || se.Denied == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "ERPSYNC_MIGRATE_DATABASE_URL") {
+			t.Errorf("CheckMigrate: %v; want a *SchemaError saying %q and how to migrate as the owner", err, want)
+		}
+	}
+	refused(runtime, "may not create schema erp")
+	_, err := db.Migrate(ctx, runtime, nil)
+	var se *db.SchemaError
+	if !errors.As(err, &se) || strings.Contains(err.Error(), "42501") {
+		t.Errorf("Migrate as the runtime role: %v; want the *SchemaError, not goose's permission denied", err)
+	}
+	if err := db.CheckMigrate(ctx, owner); err != nil {
+		t.Fatalf("CheckMigrate as the database's owner: %v", err)
+	}
+	if _, err := db.Migrate(ctx, owner, nil); err != nil {
+		t.Fatalf("Migrate as the database's owner, which CheckMigrate allowed: %v", err)
+	}
+	if err := db.CheckMigrate(ctx, runtime); err != nil {
+		t.Errorf("CheckMigrate as the runtime role on a current schema, where there is nothing to do: %v", err)
+	}
+
+	// One migration behind.
+	if _, err := owner.Exec(ctx, `DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)`); err != nil {
+		t.Fatal(err)
+	}
+	refused(runtime, "does not own schema erp ("+ownerRole+" does)")
+	if err := db.CheckMigrate(ctx, owner); err != nil {
+		t.Errorf("CheckMigrate as the owner of a schema one migration behind: %v", err)
 	}
 }

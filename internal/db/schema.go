@@ -19,9 +19,20 @@ import (
 // run `erpsync migrate`, not to retry.
 type SchemaError struct {
 	Current, Target int64
+	// Denied, when set, is why the role that was to migrate the schema
+	// may not: the fix is then to migrate as the schema's owner.
+	Denied error
 }
 
 func (e *SchemaError) Error() string {
+	if e.Denied != nil {
+		state := "the schema is not there yet"
+		if e.Current > 0 {
+			state = fmt.Sprintf("the schema is at version %d, this binary needs %d", e.Current, e.Target)
+		}
+		return fmt.Sprintf("%s, and %v: migrate as the schema's owner, with `erpsync migrate` and ERPSYNC_MIGRATE_DATABASE_URL "+
+			"(migrate_database_url in the file) set to the owner's connection (docs/deployment.md, \"Roles to create\")", state, e.Denied)
+	}
 	if e.Current == 0 {
 		return "the schema is not there yet: run `erpsync migrate`"
 	}

@@ -15,7 +15,9 @@ import (
 // completed sweep. Streams that never completed one still show, from
 // their runs. Runs from before logins (login NULL) show as a line of
 // their own only until a login of the stream has run: that login claimed
-// their checkpoint and speaks for the stream from then on.
+// their checkpoint and speaks for the stream from then on. The last error
+// is that of the last run that ended, if it failed: a success after a
+// failure clears it (erp.stream_failures keeps the last failure).
 const statusSQL = `
 WITH keys AS (
     SELECT source, stream, login FROM erp.sync_checkpoints
@@ -24,12 +26,12 @@ WITH keys AS (
     SELECT DISTINCT ON (source, stream, coalesce(login, '')) source, stream, coalesce(login, '') AS login,
            status, started_at, finished_at, error, rows_seen
     FROM erp.sync_runs ORDER BY source, stream, coalesce(login, ''), id DESC
-), lasterr AS (
-    SELECT DISTINCT ON (source, stream, coalesce(login, '')) source, stream, coalesce(login, '') AS login, error
-    FROM erp.sync_runs WHERE status = $1 ORDER BY source, stream, coalesce(login, ''), id DESC
+), ended AS (
+    SELECT DISTINCT ON (source, stream, coalesce(login, '')) source, stream, coalesce(login, '') AS login, status, error
+    FROM erp.sync_runs WHERE status <> $2 ORDER BY source, stream, coalesce(login, ''), id DESC
 )
 SELECT k.source, k.stream, k.login, coalesce(l.status, ''), l.started_at, l.finished_at,
-       coalesce(CASE WHEN l.status = $1 THEN l.error ELSE e.error END, ''),
+       coalesce(CASE WHEN e.status = $1 THEN e.error END, ''),
        f.last_sweep_completed_at, extract(epoch FROM f.age)::float8,
        coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0),
        c.last_sweep_rows, coalesce(l.rows_seen, 0), coalesce(c.held_deletions, 0),
@@ -37,7 +39,7 @@ SELECT k.source, k.stream, k.login, coalesce(l.status, ''), l.started_at, l.fini
        coalesce(f.list_order, ''), f.last_follow_at, extract(epoch FROM f.new_records_age)::float8, coalesce(f.last_follow_swept, '')
 FROM keys k
 LEFT JOIN last l USING (source, stream, login)
-LEFT JOIN lasterr e USING (source, stream, login)
+LEFT JOIN ended e USING (source, stream, login)
 LEFT JOIN erp.stream_freshness f USING (source, stream, login)
 LEFT JOIN erp.sync_checkpoints c USING (source, stream, login)
 WHERE k.login <> '' OR NOT EXISTS (SELECT 1 FROM keys o WHERE o.source = k.source AND o.stream = k.stream AND o.login <> '')
@@ -46,7 +48,7 @@ ORDER BY k.source, k.stream, k.login`
 // LoadStatus returns where every (source, stream, login) that ever ran
 // stands.
 func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
-	rows, err := q.Query(ctx, statusSQL, model.StatusFailed)
+	rows, err := q.Query(ctx, statusSQL, model.StatusFailed, model.StatusRunning)
 	if err != nil {
 		return nil, fmt.Errorf("reading status: %w", Describe(err))
 	}

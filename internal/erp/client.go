@@ -12,9 +12,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -498,7 +502,7 @@ func (c *Client) loginLocked(ctx context.Context) (string, error) {
 				return "", fmt.Errorf("login: %w", err)
 			}
 		case status >= 200 && status < 300:
-			return c.acceptToken(body)
+			return c.acceptToken(route, header, body)
 		default:
 			// The answer of the token endpoint is never quoted: it may
 			// echo the credentials or carry a token.
@@ -526,15 +530,15 @@ func (c *Client) loginRefusal(status int) string {
 	return why
 }
 
-func (c *Client) acceptToken(body []byte) (string, error) {
+func (c *Client) acceptToken(route string, header http.Header, body []byte) (string, error) {
 	var tr tokenResponse
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&tr); err != nil {
-		return "", errors.New("login: token response is not JSON")
+		return "", c.notAToken(route, "token response is not JSON", header, body)
 	}
 	if tr.AccessToken == "" {
-		return "", fmt.Errorf("login: token response has no access_token")
+		return "", c.notAToken(route, "token response has no access_token", header, body)
 	}
 	// A lifetime that is missing, not a number or absurd is not trusted:
 	// renewing early costs a login, trusting it costs a 401 mid-page.
@@ -554,6 +558,55 @@ func (c *Client) acceptToken(body []byte) (string, error) {
 	}
 	c.log.Debug("erp login succeeded", "expires_in", ttl)
 	return c.token, nil
+}
+
+// notAToken is a login answered with success but no token: most often a
+// base URL that is not the ERP's API (a web front that answers 200 to
+// every path). It names the URL and says what came back, its type and
+// shape, but quotes none of its values: an answer to a password POST may
+// echo the password, or carry a token under another name.
+func (c *Client) notAToken(route, why string, header http.Header, body []byte) error {
+	base := *c.base
+	base.User = nil
+	return fmt.Errorf("login: %s (POST %s answered %s): the base URL %s may not point at the ERP's API",
+		why, route, answerShape(header, body, c.opt.Password, c.opt.ClientSecret), base.String())
+}
+
+var htmlTitle = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
+
+// answerShape describes an answer without its values: its content type,
+// and the keys of a JSON object or the title of an HTML page, any that
+// holds one of secrets withheld.
+func answerShape(header http.Header, body []byte, secrets ...string) string {
+	shown := func(s string) string {
+		s = truncate(strings.Join(strings.Fields(s), " "), 60)
+		for _, secret := range secrets {
+			if secret != "" && strings.Contains(s, secret) {
+				return "(withheld)"
+			}
+		}
+		return s
+	}
+	ctype := "no content type"
+	if mt, _, err := mime.ParseMediaType(header.Get("Content-Type")); err == nil {
+		ctype = shown(mt)
+	}
+	var obj map[string]json.RawMessage
+	title := htmlTitle.FindSubmatch(body)
+	switch {
+	case json.Unmarshal(body, &obj) == nil && obj != nil:
+		keys := slices.Sorted(maps.Keys(obj))
+		for i, k := range keys {
+			keys[i] = shown(k)
+		}
+		if len(keys) > 8 {
+			keys = append(keys[:8], "...")
+		}
+		return fmt.Sprintf("%s, a JSON object with keys [%s]", ctype, strings.Join(keys, ", "))
+	case title != nil:
+		return fmt.Sprintf("%s, a page titled %q", ctype, shown(string(title[1])))
+	}
+	return fmt.Sprintf("%s, %d bytes", ctype, len(body))
 }
 
 // Close revokes the token (best effort) and forgets it.

@@ -698,6 +698,42 @@ func TestClientBadTokenAnswer(t *testing.T) {
 	}
 }
 
+// A base URL that answers 200 to everything (a web front, not the ERP's
+// API): the login error says the URL may be wrong, names it, and
+// describes what came back without quoting a value of it.
+func TestClientLoginAtAWebFront(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ ctype, body, want string }{
+		{"text/html; charset=utf-8", "<html><head><title>Acme\n Portal</title></head><body>sign in</body></html>",
+			`token response is not JSON (POST /api/auth/token/ answered text/html, a page titled "Acme Portal")`},
+		{"application/json", `{"ok":true,"echo":{"username":"` + testUser + `","password":"` + testPassword + `"},"token":"tok-Zz9-secret"}`,
+			"token response has no access_token (POST /api/auth/token/ answered application/json, a JSON object with keys [echo, ok, token])"},
+		{"text/html", "<title>Welcome " + testPassword + "</title>", `a page titled "(withheld)"`},
+		{"", "pong", "answered no content type, 4 bytes"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if tc.ctype != "" {
+				w.Header().Set("Content-Type", tc.ctype)
+			} else {
+				w.Header()["Content-Type"] = nil // no sniffing
+			}
+			io.WriteString(w, tc.body)
+		}))
+		c := newTestClient(t, srv.URL+"/app", nil)
+		_, err := c.Get(testCtx(t), "/x/", nil)
+		srv.Close()
+		msg := fmt.Sprint(err)
+		if !strings.Contains(msg, tc.want) || !strings.Contains(msg, "the base URL "+srv.URL+"/app may not point at the ERP's API") {
+			t.Errorf("answer %q: err = %s; want %q and the hint naming the base URL", tc.body, msg, tc.want)
+		}
+		for _, secret := range []string{testPassword, "tok-Zz9-secret"} {
+			if strings.Contains(msg, secret) {
+				t.Errorf("answer %q: the error quotes %q", tc.body, secret)
+			}
+		}
+	}
+}
+
 func TestClientMe(t *testing.T) {
 	t.Parallel()
 	for body, want := range map[string]string{

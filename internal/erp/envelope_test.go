@@ -3,8 +3,10 @@ package erp
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 )
@@ -544,5 +546,26 @@ func TestParseMoneyRefuses(t *testing.T) {
 	_, err := ParseMoney(long)
 	if err == nil || strings.Contains(err.Error(), long) {
 		t.Errorf("ParseMoney(long) error %v should truncate the value", err)
+	}
+}
+
+// A literal of MaxMoneyLiteral digits, wider than Postgres numeric
+// holds, is still read (numeric's limits are the warehouse's to apply);
+// a longer one is refused before it is parsed, whatever its length: the
+// parse takes the square of it.
+func TestParseMoneyLength(t *testing.T) {
+	widest := strings.Repeat("9", MaxMoneyLiteral)
+	if d, err := ParseMoney(widest); err != nil || d.NumDigits() != MaxMoneyLiteral {
+		t.Errorf("ParseMoney of %d characters: %v", len(widest), err)
+	}
+	start := time.Now()
+	for _, n := range []int{MaxMoneyLiteral + 1, 64 << 20} {
+		_, err := ParseMoney(strings.Repeat("7", n))
+		if want := fmt.Sprintf("is a number of %d characters, more than the %d money may have", n, MaxMoneyLiteral); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseMoney of %d digits: %v, want %q", n, err, want)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("refusing took %s: the literal was parsed", d)
 	}
 }

@@ -3,6 +3,7 @@ package erp
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -18,6 +19,7 @@ func FuzzDecodePage(f *testing.F) {
 		"[" + exactRecord + "]",
 		`{"ok":true,"data":[{"id":1,"total_bc":123456789012345678.123456}]}`,
 		`{"ok":true,"data":[],"pagination":{"has_next":true,"next_cursor":"ab+/c=="}}`,
+		`{"data":[],"pagination":{"has_next":true}}`,
 		`{"ok":true,"data":[{"id":1}],"pagination":{"has_next":true,"next_cursor":42}}`,
 		`{"ok":true,"data":[{"id":1}],"pagination":{"has_next":false,"next_cursor":null}}`,
 		`{"count":3,"next":"https://erp.example.com/x/?page=2","previous":null,"results":[{"id":1}]}`,
@@ -40,6 +42,10 @@ func FuzzDecodePage(f *testing.F) {
 		"[" + string(manyKeys(300)) + "]",
 	} {
 		f.Add([]byte(seed))
+	}
+	lister, err := New(Options{BaseURL: "https://erp.example.com"})
+	if err != nil {
+		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := DecodePage("/fuzz/", body)
@@ -80,8 +86,18 @@ func FuzzDecodePage(f *testing.F) {
 			}
 			checkStats(t, r, p.Parsed[i].Stats())
 		}
-		if p.HasNext && p.NextCursor == "" {
-			t.Fatal("HasNext without a cursor")
+		// What comes after the page is the lister's one rule (follow): it
+		// refuses a page it cannot follow, saying why, and follows one
+		// that says more exist with the cursor it gave.
+		l := lister.List(ListRequest{Path: "/fuzz/", Paging: CursorPaged, PageSize: 50})
+		var pe *PagingError
+		switch err := l.follow(p); {
+		case err != nil:
+			if !errors.As(err, &pe) && !strings.Contains(err.Error(), "next link") {
+				t.Fatalf("follow: %v, want a *PagingError or a refused next link", err)
+			}
+		case p.HasNext && (l.Done() || l.Cursor() != p.NextCursor):
+			t.Fatalf("has_next with cursor %q followed as done=%v, cursor %q", p.NextCursor, l.Done(), l.Cursor())
 		}
 		if p.Envelope != "datatables" && p.RecordsTotal != -1 {
 			t.Fatalf("RecordsTotal %d outside DataTables", p.RecordsTotal)

@@ -183,6 +183,10 @@ func schemaHash() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
+// URLOf is the URL of the database name on the test server, which need
+// not exist.
+func URLOf(name string) string { return withDB(AdminURL(), name) }
+
 func withDB(admin, name string) string {
 	u, err := url.Parse(admin)
 	if err != nil {
@@ -229,16 +233,22 @@ func Role(t testing.TB, memberOf ...string) string {
 	return name
 }
 
-// PoolAs opens a pool on dbURL logged in as role (made by Role), closed
-// when t ends, before the role is dropped.
-func PoolAs(t testing.TB, dbURL, role string) *pgxpool.Pool {
+// URLAs is dbURL logged in as role (made by Role).
+func URLAs(t testing.TB, dbURL, role string) string {
 	t.Helper()
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.User = url.User(role)
-	pool, err := db.Open(context.Background(), u.String())
+	return u.String()
+}
+
+// PoolAs opens a pool on dbURL logged in as role (made by Role), closed
+// when t ends, before the role is dropped.
+func PoolAs(t testing.TB, dbURL, role string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := db.Open(context.Background(), URLAs(t, dbURL, role))
 	if err != nil {
 		t.Fatalf("connecting as %s: %v", role, err)
 	}
