@@ -209,19 +209,19 @@ func (p *follow) ahead() bool { return p.order != descending }
 
 // admit checks that the page keeps the list's order and, for the first
 // page read from an anchor, that it overlaps what the warehouse holds.
-func (p *follow) admit(ctx context.Context, b *preparedPage) error {
+func (p *follow) admit(ctx context.Context, page *preparedPage) error {
 	first := p.first
 	p.first = false
-	if got := p.trail.extend(b.ids); got != "" && got != p.order {
-		return &notProved{why: fmt.Sprintf("page %d lists ids out of the list's %s order", b.number, p.order)}
+	if got := p.trail.extend(page.ids); got != "" && got != p.order {
+		return &notProved{why: fmt.Sprintf("page %d lists ids out of the list's %s order", page.number, p.order)}
 	}
 	if !first || p.order != ascending {
 		return nil
 	}
-	if len(b.ids) == 0 {
+	if len(page.ids) == 0 {
 		return &notProved{why: "no overlap: the page at the anchor lists no record", noOverlap: true}
 	}
-	id := b.ids[0]
+	id := page.ids[0]
 	if idKey(id) > p.high {
 		return &notProved{why: fmt.Sprintf("no overlap: the page at the anchor begins with id %s, above the highest id read", id), noOverlap: true}
 	}
@@ -239,12 +239,12 @@ func (p *follow) admit(ctx context.Context, b *preparedPage) error {
 // read. A follow ends no sweep: it never reports the last transaction.
 func (p *follow) queue(statements *pgx.Batch, bk *book) bool {
 	p.nextAnchors, p.nextWalked = p.anchors, p.walked
-	for _, b := range bk.pages {
-		if len(b.ids) == 0 {
+	for _, page := range bk.pages {
+		if len(page.ids) == 0 {
 			continue
 		}
-		at := b.at
-		at.IDs = b.ids
+		at := page.at
+		at.IDs = page.ids
 		p.nextWalked = append(p.nextWalked, at)
 		if p.order == ascending {
 			p.nextAnchors = pushAnchor(p.nextAnchors, at)
@@ -267,13 +267,13 @@ func (p *follow) committed(context.Context, time.Time) {
 // complete read: what lies beyond it is older still, and was read then.
 // (Before this run began is not enough: a follow stopped after its first
 // page stored records whose next page it never read.)
-func (p *follow) done(ctx context.Context, b *preparedPage) (bool, error) {
-	if p.order != descending || len(b.rows) == 0 {
+func (p *follow) done(ctx context.Context, page *preparedPage) (bool, error) {
+	if p.order != descending || len(page.rows) == 0 {
 		return false, nil
 	}
-	ids, hashes := make([]string, len(b.rows)), make([][]byte, len(b.rows))
-	for i := range b.rows {
-		ids[i], hashes[i] = b.rows[i].ID, b.rows[i].Hash[:]
+	ids, hashes := make([]string, len(page.rows)), make([][]byte, len(page.rows))
+	for i := range page.rows {
+		ids[i], hashes[i] = page.rows[i].ID, page.rows[i].Hash[:]
 	}
 	same, err := p.list.table.db.SameBy(ctx, p.run.conn, p.run.scope.Source, ids, hashes, p.read)
 	return same == int64(len(ids)), err

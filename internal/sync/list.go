@@ -115,9 +115,9 @@ func (l *List) requestAt(t Target, at db.Anchor) erp.ListRequest {
 // (for the seen-list) and drift are taken.
 func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *preparedPage {
 	records, parsed := p.Records, p.Parsed
-	b := &preparedPage{received: len(records), rows: make([]db.Row, 0, len(records))}
+	page := &preparedPage{received: len(records), rows: make([]db.Row, 0, len(records))}
 	request := known.request(p)
-	b.known = known.holds(request, p.Digest)
+	page.known = known.holds(request, p.Digest)
 	var drift Drift
 	// One allocation for the typed values of the whole page.
 	n := len(l.Columns)
@@ -126,7 +126,7 @@ func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *prepar
 		var row db.Row
 		var rec erp.Record
 		var err error
-		if b.known {
+		if page.known {
 			rec = parsed[i]
 			row, err = l.table.knownRow(rec, values[i*n:(i+1)*n:(i+1)*n], &drift)
 		} else {
@@ -134,36 +134,36 @@ func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *prepar
 		}
 		if err != nil {
 			id, _, _ := rec.Text("id") // a zero Record has no id
-			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
+			page.rejected = append(page.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
 			continue
 		}
-		b.ids = append(b.ids, row.ID)
+		page.ids = append(page.ids, row.ID)
 		if row.Labels.Own {
-			b.labelled++
+			page.labelled++
 			if row.Labels.CompanyID != scope.CompanyID || row.Labels.BranchID != scope.BranchID {
-				b.otherBranch++
+				page.otherBranch++
 			}
 		}
-		b.rows = append(b.rows, row)
+		page.rows = append(page.rows, row)
 	}
 	// A record listed twice in one page keeps its last version: two rows
 	// with one key in one INSERT would fail the whole page.
-	b.rows = KeepLast(b.rows, func(r db.Row) string { return r.ID }, func(earlier db.Row) {
+	page.rows = KeepLast(page.rows, func(r db.Row) string { return r.ID }, func(earlier db.Row) {
 		drift.add("id", "duplicate", "listed twice on one page; the last copy kept", earlier.ID)
 	})
-	b.drift = drift.Entries()
+	page.drift = drift.Entries()
 	// A page with rejected records is read in full every time, so that
 	// each of them is counted and its last_seen kept current.
-	if len(b.rejected) == 0 && known.on {
-		b.digest = &db.PageDigest{Request: request, Answer: p.Digest}
+	if len(page.rejected) == 0 && known.on {
+		page.digest = &db.PageDigest{Request: request, Answer: p.Digest}
 	}
-	return b
+	return page
 }
 
 // reprepare turns a known prepared page into a full one, to be written.
-func (l *List) reprepare(b *preparedPage) {
-	full := l.prepare(b.page, knownPages{}, b.scope)
-	b.known, b.rows, b.rejected, b.drift, b.ids = false, full.rows, full.rejected, full.drift, full.ids
+func (l *List) reprepare(page *preparedPage) {
+	full := l.prepare(page.answer, knownPages{}, page.scope)
+	page.known, page.rows, page.rejected, page.drift, page.ids = false, full.rows, full.rejected, full.drift, full.ids
 }
 
 // knownPages are the pages of a stream's last complete sweep, by a digest

@@ -237,11 +237,11 @@ func (r *Run) commit(ctx context.Context, p policy, bk *book, write func(ctx con
 	statements := &pgx.Batch{}
 	last := false
 	if bk != nil {
-		for _, b := range bk.pages {
+		for _, page := range bk.pages {
 			st.Pages++
-			st.Seen += int64(b.received)
-			rejected = append(rejected, b.rejected...)
-			drift = append(drift, b.drift...)
+			st.Seen += int64(page.received)
+			rejected = append(rejected, page.rejected...)
+			drift = append(drift, page.drift...)
 		}
 		last = p.queue(statements, bk)
 	}

@@ -15,7 +15,7 @@ import (
 // preparedPage is a fetched page turned into rows to write, rejected records and
 // drift, with where the sweep goes after it.
 type preparedPage struct {
-	page     *erp.Page // the rows point into it; the page source releases it
+	answer   *erp.Page // the rows point into it; the page source releases it
 	number   int64     // the page's number in the sweep, for messages
 	rows     []db.Row
 	rejected []db.Rejected
@@ -67,8 +67,8 @@ type pageSource struct {
 }
 
 type fetched struct {
-	b   *preparedPage
-	err error
+	page *preparedPage
+	err  error
 }
 
 func (r *Run) newPageSource(ctx context.Context, req erp.ListRequest, base int64, prepare func(*erp.Page) *preparedPage, ahead bool) *pageSource {
@@ -96,12 +96,12 @@ func (s *pageSource) produce(ctx context.Context) {
 		select {
 		case s.ch <- f:
 		case <-ctx.Done():
-			if f.b != nil {
-				f.b.page.Release()
+			if f.page != nil {
+				f.page.answer.Release()
 			}
 			return
 		}
-		if f.err != nil || f.b.last {
+		if f.err != nil || f.page.last {
 			return
 		}
 	}
@@ -117,17 +117,17 @@ func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 		}
 	}()
 	cursor, start := s.lister.Position()
-	page, err := s.lister.Next(ctx)
+	answer, err := s.lister.Next(ctx)
 	if err != nil {
 		return fetched{err: fmt.Errorf("%s page %d: %w", s.run.key.Stream, n, err)}
 	}
 	s.fetched++
-	b := s.prepare(page)
-	b.page, b.number, b.scope = page, n, s.run.scope
-	b.at = db.Anchor{Cursor: cursor, Start: start}
-	b.last, b.cursor, b.total = s.lister.Done(), s.lister.Cursor(), s.lister.Total()
-	b.cut = n == 1 && b.last && mayBeCut(page, s.asked)
-	return fetched{b: b}
+	page := s.prepare(answer)
+	page.answer, page.number, page.scope = answer, n, s.run.scope
+	page.at = db.Anchor{Cursor: cursor, Start: start}
+	page.last, page.cursor, page.total = s.lister.Done(), s.lister.Cursor(), s.lister.Total()
+	page.cut = n == 1 && page.last && mayBeCut(answer, s.asked)
+	return fetched{page: page}
 }
 
 // next returns the next page. Its errors are explicit: errStopped once a
@@ -142,8 +142,8 @@ func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*prepared
 			return nil, errors.New("page source: read past the last page")
 		}
 		f := s.fetch(ctx)
-		s.ended = f.err != nil || f.b.last
-		return f.b, f.err
+		s.ended = f.err != nil || f.page.last
+		return f.page, f.err
 	}
 	select {
 	case f, ok := <-s.ch:
@@ -153,7 +153,7 @@ func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*prepared
 			}
 			return nil, errors.New("page source: read past the last page")
 		}
-		return f.b, f.err
+		return f.page, f.err
 	case <-s.run.stop:
 		return nil, errStopped
 	case <-wait:
@@ -164,7 +164,7 @@ func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*prepared
 }
 
 // release hands a written page's memory back.
-func (s *pageSource) release(b *preparedPage) { b.page.Release() }
+func (s *pageSource) release(page *preparedPage) { page.answer.Release() }
 
 // close stops fetching and releases the pages fetched but not taken.
 func (s *pageSource) close() {
@@ -172,8 +172,8 @@ func (s *pageSource) close() {
 	s.wg.Wait()
 	if s.ch != nil {
 		for f := range s.ch {
-			if f.b != nil {
-				f.b.page.Release()
+			if f.page != nil {
+				f.page.answer.Release()
 			}
 		}
 	}

@@ -158,19 +158,19 @@ func (s *sweep) queue(statements *pgx.Batch, bk *book) bool {
 	}
 	var rows int64
 	var digests []db.PageDigest
-	for _, b := range bk.pages {
-		s.lists.observe(b, bk.othersListed)
-		rows += int64(len(b.rows))
-		if b.digest != nil {
-			digests = append(digests, *b.digest)
+	for _, page := range bk.pages {
+		s.lists.observe(page, bk.othersListed)
+		rows += int64(len(page.rows))
+		if page.digest != nil {
+			digests = append(digests, *page.digest)
 		}
-		s.nextTrail.extend(b.ids)
-		if len(b.ids) > 0 {
+		s.nextTrail.extend(page.ids)
+		if len(page.ids) > 0 {
 			if !s.cp.BulkLoad {
-				db.QueueSweepBounds(statements, s.cp.SweepID, b.number, b.ids[0], b.ids[len(b.ids)-1])
+				db.QueueSweepBounds(statements, s.cp.SweepID, page.number, page.ids[0], page.ids[len(page.ids)-1])
 			}
-			at := b.at
-			at.IDs = b.ids
+			at := page.at
+			at.IDs = page.ids
 			s.nextAnchors = pushAnchor(s.nextAnchors, at)
 		}
 	}
@@ -399,9 +399,9 @@ type listScope struct {
 	labelled    int  // records with their own labels
 }
 
-func (l *listScope) observe(b *preparedPage, othersListed int64) {
-	l.companyWide = l.companyWide || b.otherBranch > 0 || othersListed > 0
-	l.labelled += b.labelled
+func (l *listScope) observe(page *preparedPage, othersListed int64) {
+	l.companyWide = l.companyWide || page.otherBranch > 0 || othersListed > 0
+	l.labelled += page.labelled
 }
 
 // scope is what the sweep showed: "company", "branch", or "".

@@ -38,7 +38,7 @@ type policy interface {
 	ahead() bool
 	// admit checks a fetched page before it is written; an error ends
 	// the walk with nothing of the page written.
-	admit(ctx context.Context, b *preparedPage) error
+	admit(ctx context.Context, page *preparedPage) error
 	// queue queues, in the batch of a transaction writing book's pages,
 	// the policy's statements, and reports whether the pages end the walk;
 	// end then runs in the same transaction.
@@ -48,7 +48,7 @@ type policy interface {
 	committed(ctx context.Context, freshAt time.Time)
 	// done reports, after page b was committed, whether the walk ends
 	// there (besides the end of the list).
-	done(ctx context.Context, b *preparedPage) (bool, error)
+	done(ctx context.Context, page *preparedPage) (bool, error)
 }
 
 // book is what one transaction of a walk writes: its pages, and the ids of
@@ -78,23 +78,23 @@ func (l *List) walk(ctx context.Context, r *Run, p policy) error {
 	defer src.close()
 	c := &committer{run: r, list: l, policy: p, src: src}
 	for {
-		b, err := src.next(ctx, nil)
+		page, err := src.next(ctx, nil)
 		if err != nil {
 			return err
 		}
-		if err := p.admit(ctx, b); err != nil {
-			src.release(b)
+		if err := p.admit(ctx, page); err != nil {
+			src.release(page)
 			return err
 		}
 		var last bool
-		if p.bulk() && src.prefetching() && !b.last {
-			last, err = c.group(ctx, b)
+		if p.bulk() && src.prefetching() && !page.last {
+			last, err = c.group(ctx, page)
 		} else {
-			last, err = b.last, c.page(ctx, b)
+			last, err = page.last, c.page(ctx, page)
 			if err == nil && !last {
-				last, err = p.done(ctx, b)
+				last, err = p.done(ctx, page)
 			}
-			src.release(b)
+			src.release(page)
 		}
 		if err != nil || last {
 			return err
@@ -121,22 +121,22 @@ type committer struct {
 // page commits one page. In a bulk load it is COPYed straight into the
 // table; a row that is there already (it moved behind the cursor and an
 // earlier page loaded it) makes it write the page again, upserting.
-func (c *committer) page(ctx context.Context, b *preparedPage) error {
-	if b.known && c.mayHaveWritten(b.rows) {
+func (c *committer) page(ctx context.Context, page *preparedPage) error {
+	if page.known && c.mayHaveWritten(page.rows) {
 		// This walk wrote one of the page's rows already (it is listed on
 		// an earlier page too): the page must be written after all, its
 		// copy being the later one.
-		c.list.reprepare(b)
+		c.list.reprepare(page)
 	}
 	bulk := c.policy.bulk()
-	err := c.write(ctx, newPageRows(b, nil), bulk)
+	err := c.write(ctx, newPageRows(page, nil), bulk)
 	if bulk && db.IsUniqueViolation(err) {
 		c.run.log.Debug("bulk load met an existing row; upserting this page")
 		c.fellBack = true
-		err = c.write(ctx, newPageRows(b, nil), false)
+		err = c.write(ctx, newPageRows(page, nil), false)
 	}
 	if err != nil {
-		return fmt.Errorf("%s page %d: %w", c.list.Stream, b.number, err)
+		return fmt.Errorf("%s page %d: %w", c.list.Stream, page.number, err)
 	}
 	return nil
 }
@@ -199,8 +199,8 @@ func (c *committer) group(ctx context.Context, first *preparedPage) (last bool, 
 		return c.src.next(ctx, deadline.C)
 	})
 	defer func() {
-		for _, b := range g.pages {
-			c.src.release(b)
+		for _, page := range g.pages {
+			c.src.release(page)
 		}
 	}()
 	err = c.write(ctx, g, true)
@@ -208,8 +208,8 @@ func (c *committer) group(ctx context.Context, first *preparedPage) (last bool, 
 		// A row is there already (it moved behind the cursor): write the
 		// group's pages one by one, each falling back to the upsert.
 		c.fellBack = true
-		for _, b := range g.pages {
-			if err = c.page(ctx, b); err != nil {
+		for _, page := range g.pages {
+			if err = c.page(ctx, page); err != nil {
 				return false, err
 			}
 		}
@@ -275,14 +275,14 @@ func (g *pageRows) Next() bool {
 		if g.pull == nil || g.pages[len(g.pages)-1].last {
 			return false
 		}
-		b, err := g.pull(g.rows)
+		next, err := g.pull(g.rows)
 		if err != nil {
 			if !errors.Is(err, errNotYet) {
 				g.pullErr = err
 			}
 			return false
 		}
-		g.pages, g.i = append(g.pages, b), -1
+		g.pages, g.i = append(g.pages, next), -1
 	}
 	g.i++
 	g.rows++
@@ -294,8 +294,8 @@ func (g *pageRows) Row() *db.Row { return &g.pages[len(g.pages)-1].rows[g.i] }
 // ids lists the ids of the rows of the pages taken.
 func (g *pageRows) ids() []string {
 	var out []string
-	for _, b := range g.pages {
-		for _, r := range b.rows {
+	for _, page := range g.pages {
+		for _, r := range page.rows {
 			out = append(out, r.ID)
 		}
 	}
