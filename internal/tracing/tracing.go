@@ -36,6 +36,16 @@ import (
 // The variables that name the collector; either turns tracing on.
 var endpointVars = []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"}
 
+// SettingError is an OTEL_* variable that cannot be used; its message
+// names the variable.
+type SettingError struct{ msg string }
+
+func (e *SettingError) Error() string { return e.msg }
+
+func settingErrorf(format string, args ...any) error {
+	return &SettingError{msg: fmt.Sprintf(format, args...)}
+}
+
 // Provider is the tracing of one process. A nil *Provider is tracing off.
 type Provider struct {
 	sdk  *sdktrace.TracerProvider
@@ -48,7 +58,8 @@ type Provider struct {
 // errors go to log. Otherwise it returns nil and changes nothing. version
 // is the service.version of the spans' resource; service.name is
 // "erpsync" unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say
-// otherwise. An error names the variable that is wrong.
+// otherwise. An error is a *SettingError naming the variable that is
+// wrong.
 func Start(ctx context.Context, version string, log *slog.Logger) (*Provider, error) {
 	if !on() {
 		return nil, nil
@@ -66,11 +77,11 @@ func Start(ctx context.Context, version string, log *slog.Logger) (*Provider, er
 		resource.WithTelemetrySDK(),
 		resource.WithFromEnv())
 	if err != nil {
-		return nil, fmt.Errorf("OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES: %w", err)
+		return nil, settingErrorf("OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES: %v", err)
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
+		return nil, settingErrorf("the OTLP trace exporter's OTEL_EXPORTER_OTLP_* variables: %v", err)
 	}
 	p := &Provider{
 		sdk:  sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)),
@@ -119,15 +130,15 @@ func checkEnv() error {
 		}
 		u, err := url.Parse(v)
 		if err != nil {
-			return fmt.Errorf("%s: not a URL; want the collector's http:// or https:// address, e.g. http://otel-collector:4318", k)
+			return settingErrorf("%s: not a URL; want the collector's http:// or https:// address, e.g. http://otel-collector:4318", k)
 		}
 		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%s %s: want the collector's http:// or https:// address, e.g. http://otel-collector:4318", k, u.Redacted())
+			return settingErrorf("%s %s: want the collector's http:// or https:// address, e.g. http://otel-collector:4318", k, u.Redacted())
 		}
 	}
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
 		if err := checkHeaders(os.Getenv(k)); err != nil {
-			return fmt.Errorf("%s: %w; want key=value pairs separated by commas, values URL-encoded", k, err)
+			return settingErrorf("%s: %v; want key=value pairs separated by commas, values URL-encoded", k, err)
 		}
 	}
 	return nil
