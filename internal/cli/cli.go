@@ -24,6 +24,7 @@ import (
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/sync"
 	"github.com/erpsync/erpsync/internal/sync/streams"
+	"github.com/erpsync/erpsync/internal/tracing"
 )
 
 // Exit statuses.
@@ -102,7 +103,7 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case isUsage(err) || config.IsConfigError(err) || isSchemaError(err):
+	case isUsage(err) || config.IsConfigError(err) || isSchemaError(err) || isTracingSetting(err):
 		fmt.Fprintf(stderr, "erpsync %s: %v\n", args[0], err)
 		return exitUsage
 	default:
@@ -127,6 +128,13 @@ func isUsage(err error) bool {
 // problem.
 func isSchemaError(err error) bool {
 	var se *db.SchemaError
+	return errors.As(err, &se)
+}
+
+// isTracingSetting: an OTEL_* variable that cannot be used is a
+// configuration problem like any other.
+func isTracingSetting(err error) bool {
+	var se *tracing.SettingError
 	return errors.As(err, &se)
 }
 

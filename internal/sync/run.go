@@ -245,7 +245,9 @@ type bookkeeping struct {
 // statements (seen ids, checkpoint, page digests, rejected records, drift)
 // go to Postgres in one round trip. The checkpoint in e.sweep is updated only
 // once the commit succeeded.
-func (r *Run) commit(ctx context.Context, e *bookkeeping, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
+func (r *Run) commit(ctx context.Context, e *bookkeeping, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) (err error) {
+	ctx, span := r.startCommitSpan(ctx)
+	defer func() { span.end(r, e, err) }()
 	tx, err := r.conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", db.Describe(err))

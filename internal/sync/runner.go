@@ -152,9 +152,11 @@ func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 			p = func(st model.RunStats) { progress(l.Name, st) }
 		}
 		start := time.Now()
-		res := rn.runLogin(ctx, stop, conn, t, l, s, llog, p)
+		lctx, span, llog := startRunSpan(ctx, t.Source, name, l.Name, llog)
+		res := rn.runLogin(lctx, stop, conn, t, l, s, llog, p)
 		res.Login, res.Elapsed = l.Name, time.Since(start)
 		rn.report(t.Source, name, llog, res)
+		endRunSpan(span, res)
 		out = append(out, res)
 	}
 	return out
