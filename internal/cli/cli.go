@@ -24,6 +24,7 @@ import (
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/sync"
 	"github.com/erpsync/erpsync/internal/sync/streams"
+	"github.com/erpsync/erpsync/internal/tracing"
 )
 
 // Exit statuses.
@@ -105,7 +106,7 @@ func Main(args []string, environ []string, stdin io.Reader, stdout, stderr io.Wr
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case isUsage(err) || config.IsConfigError(err) || isSchemaError(err):
+	case isUsage(err) || config.IsConfigError(err) || isSchemaError(err) || isTracingSetting(err):
 		fmt.Fprintf(stderr, "erpsync %s: %v\n", args[0], err)
 		return exitUsage
 	default:
@@ -130,6 +131,13 @@ func isUsage(err error) bool {
 // problem.
 func isSchemaError(err error) bool {
 	var se *db.SchemaError
+	return errors.As(err, &se)
+}
+
+// isTracingSetting: an OTEL_* variable that cannot be used is a
+// configuration problem like any other.
+func isTracingSetting(err error) bool {
+	var se *tracing.SettingError
 	return errors.As(err, &se)
 }
 

@@ -38,7 +38,12 @@ func cmdDemo(e *command) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
-	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log)
+	tr, err := startTraces(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer tr.flush()
+	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log, tr.stopBegins)
 	defer cancel()
 	ctx, stop := stopper.Context(), stopper.Draining()
 

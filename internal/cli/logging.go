@@ -11,15 +11,17 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/erpsync/erpsync/internal/config"
+	"github.com/erpsync/erpsync/internal/tracing"
 )
 
 // newLogger builds the process logger: tint (colour on a terminal) for
-// text, slog's JSON handler otherwise.
+// text, slog's JSON handler otherwise, whose lines within a traced span
+// carry its trace_id and span_id (see tracing.LogHandler).
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 	}
 	return slog.New(tint.NewHandler(w, &tint.Options{
 		Level:      level,

@@ -30,21 +30,7 @@ func TestEveryLoginIsCovered(t *testing.T) {
 	}
 	sim, simURL := newSim(t, erpsim.Options{Users: users, ListScope: erpsim.ScopeBranch, RecordLabels: erpsim.LabelsIDs, Invoices: 90, PageSizeCap: 50})
 	dbURL := testdb.New(t)
-	dir := t.TempDir()
-	var logins strings.Builder
-	for _, u := range users {
-		pw := filepath.Join(dir, u.Username)
-		if err := os.WriteFile(pw, []byte(u.Password+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&logins, "      - {username: %s, password_file: %s}\n", u.Username, pw)
-	}
-	cfg := filepath.Join(dir, "erpsync.yaml")
-	yaml := fmt.Sprintf("database_url: %s\nsources:\n  - name: main\n    base_url: %s\n    page_size: 50\n    logins:\n%s", dbURL, simURL, logins.String())
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := environ("ERPSYNC_CONFIG="+cfg, "ERPSYNC_LOG_FORMAT=text")
+	env := environ("ERPSYNC_CONFIG="+loginsConfig(t, dbURL, simURL, 50, users), "ERPSYNC_LOG_FORMAT=text")
 	var outputs []result
 	run := func(args ...string) result {
 		t.Helper()
@@ -156,4 +142,26 @@ func TestEveryLoginIsCovered(t *testing.T) {
 		assertNoSecret(t, r, secrets...)
 	}
 	assertNotInDatabase(t, dbURL, secrets...)
+}
+
+// loginsConfig writes the configuration file of one source, main, read
+// through a login per user (each password in a file of its own), and
+// returns its path.
+func loginsConfig(t *testing.T, dbURL, simURL string, pageSize int, users []erpsim.User) string {
+	t.Helper()
+	dir := t.TempDir()
+	var logins strings.Builder
+	for _, u := range users {
+		pw := filepath.Join(dir, u.Username)
+		if err := os.WriteFile(pw, []byte(u.Password+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&logins, "      - {username: %s, password_file: %s}\n", u.Username, pw)
+	}
+	cfg := filepath.Join(dir, "erpsync.yaml")
+	yaml := fmt.Sprintf("database_url: %s\nsources:\n  - name: main\n    base_url: %s\n    page_size: %d\n    logins:\n%s", dbURL, simURL, pageSize, logins.String())
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

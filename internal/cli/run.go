@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"time"
@@ -34,6 +35,11 @@ func cmdRun(e *command) error {
 	for _, w := range cfg.Warnings {
 		log.Warn("configuration", "warning", w)
 	}
+	tr, err := startTraces(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer tr.flush()
 	m := metrics.New()
 	targets := map[string]sync.Target{}
 	for _, src := range cfg.Sources {
@@ -49,6 +55,7 @@ func cmdRun(e *command) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
+	context.AfterFunc(ctx, tr.stopBegins)
 	d := &daemon.Daemon{Cfg: cfg, Catalog: e.catalog, Log: log, Metrics: m, Targets: targets, Prefetch: *prefetch,
 		StartSpread: 30 * time.Second}
 	return d.Run(ctx, ln)

@@ -72,7 +72,12 @@ func cmdSync(e *command) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
-	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log)
+	tr, err := startTraces(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer tr.flush()
+	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log, tr.stopBegins)
 	defer cancel()
 	ctx := stopper.Context()
 	// Streams run one after the other: one run at a time.
@@ -192,9 +197,9 @@ func progressPrinter(term *terminal, source, stream string, withLogin bool) func
 
 // stopOnSignals returns a stopper of the command's runs: the first SIGINT
 // or SIGTERM drains it (the page in flight commits, nothing new starts),
-// the grace period or a second signal aborts it. cancel releases the
-// signals and aborts.
-func stopOnSignals(grace time.Duration, log *slog.Logger) (stopper *sync.Stopper, cancel func()) {
+// the grace period or a second signal aborts it. onStop is called at the
+// first signal. cancel releases the signals and aborts.
+func stopOnSignals(grace time.Duration, log *slog.Logger, onStop func()) (stopper *sync.Stopper, cancel func()) {
 	stopper = sync.NewStopper(context.Background())
 	sigCtx, sigCancel := signalContext()
 	go func() {
@@ -205,6 +210,7 @@ func stopOnSignals(grace time.Duration, log *slog.Logger) (stopper *sync.Stopper
 			return
 		}
 		sigCancel()
+		onStop()
 		log.Info("stopping: letting the page in flight commit", "grace", grace)
 		stopper.Drain()
 		again, againCancel := signalContext()

@@ -65,10 +65,13 @@ func (b *Budget) acquire(ctx context.Context) (func(), error) {
 		}
 		b.last <- time.Now()
 	}
-	if b.obs != nil {
-		if waited := time.Since(start); waited > time.Millisecond {
+	if waited := time.Since(start); waited > time.Millisecond {
+		waitEvent(ctx, eventBudget, start, waited)
+		if b.obs != nil {
 			b.obs.BudgetWait(waited)
 		}
+	}
+	if b.obs != nil {
 		b.obs.InFlight(1)
 	}
 	return func() {

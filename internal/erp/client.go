@@ -292,15 +292,20 @@ func (c *Client) Get(ctx context.Context, path string, q url.Values) ([]byte, er
 
 // getURL GETs target; with into, the body is read into that buffer
 // (reused across pages) instead of a new one, when it fits (see readBody).
-func (c *Client) getURL(ctx context.Context, route, target string, into *[]byte) ([]byte, error) {
+func (c *Client) getURL(ctx context.Context, route, target string, into *[]byte) (_ []byte, err error) {
+	ctx, span := startRequest(ctx, http.MethodGet, route)
 	renewed := false
 	r := retrier{c: c, route: route, method: http.MethodGet}
+	status := 0
+	defer func() { endRequest(span, status, r.resends, err) }()
 	for {
 		auth, err := c.authorization(ctx)
 		if err != nil {
 			return nil, err
 		}
-		status, header, body, err := c.exchange(ctx, route, http.MethodGet, target, auth, nil, into)
+		var header http.Header
+		var body []byte
+		status, header, body, err = c.exchange(ctx, route, http.MethodGet, target, auth, nil, into)
 		switch {
 		case err != nil, status == http.StatusTooManyRequests, status >= 500:
 			if err := r.again(ctx, status, header, body, err); err != nil {
@@ -314,6 +319,8 @@ func (c *Client) getURL(ctx context.Context, route, target string, into *[]byte)
 			renewed = true
 			c.dropToken(auth)
 			c.obs.Retry(route, "token_renewal")
+			r.resends++
+			waitEvent(ctx, eventRenewal, time.Now(), 0, attrReason.String("token_renewal"))
 		default:
 			return nil, &HTTPError{Method: http.MethodGet, Route: route, Status: status, Excerpt: excerpt(body)}
 		}
@@ -326,6 +333,7 @@ type retrier struct {
 	c               *Client
 	route, method   string
 	attempts, waits int
+	resends         int // times the request was sent again
 	// secret marks the auth endpoints, whose answers are never quoted.
 	secret bool
 }
@@ -347,8 +355,8 @@ func (r *retrier) again(ctx context.Context, status int, header http.Header, bod
 			return fmt.Errorf("%s %s: giving up after %d attempts: %w", r.method, r.route, r.attempts, err)
 		}
 		c.obs.Retry(r.route, "network")
-		c.log.Debug("erp request failed, retrying", "route", r.route, "attempt", r.attempts, "err", err)
-		return sleep(ctx, c.backoff.Delay(r.attempts))
+		c.log.DebugContext(ctx, "erp request failed, retrying", "route", r.route, "attempt", r.attempts, "err", err)
+		return r.backoff(ctx, "network", c.backoff.Delay(r.attempts))
 	case status == http.StatusTooManyRequests:
 		r.waits++
 		wait, ok := retryAfter(header, time.Now())
@@ -360,7 +368,12 @@ func (r *retrier) again(ctx context.Context, status int, header http.Header, bod
 		}
 		c.obs.Retry(r.route, "rate_limited")
 		c.obs.RateLimitWait(wait)
-		c.log.Info("erp rate limit, waiting", "route", r.route, "wait", wait)
+		c.log.InfoContext(ctx, "erp rate limit, waiting", "route", r.route, "wait", wait)
+		if !ok {
+			return r.backoff(ctx, "rate_limited", wait)
+		}
+		r.resends++
+		waitEvent(ctx, eventRetryAfter, time.Now(), wait)
 		return sleep(ctx, wait)
 	default: // 5xx: the ERP may recover
 		r.attempts++
@@ -372,9 +385,16 @@ func (r *retrier) again(ctx context.Context, status int, header http.Header, bod
 			return &HTTPError{Method: r.method, Route: r.route, Status: status, Excerpt: shown}
 		}
 		c.obs.Retry(r.route, "server_error")
-		c.log.Debug("erp server error, retrying", "route", r.route, "status", status, "attempt", r.attempts)
-		return sleep(ctx, c.backoff.Delay(r.attempts))
+		c.log.DebugContext(ctx, "erp server error, retrying", "route", r.route, "status", status, "attempt", r.attempts)
+		return r.backoff(ctx, "server_error", c.backoff.Delay(r.attempts))
 	}
+}
+
+// backoff waits d before the request is sent again, for reason.
+func (r *retrier) backoff(ctx context.Context, reason string, d time.Duration) error {
+	r.resends++
+	waitEvent(ctx, eventBackoff, time.Now(), d, attrReason.String(reason), attrAttempts.Int(r.resends+1))
+	return sleep(ctx, d)
 }
 
 // exchange sends one request and reads the whole answer, at most
@@ -488,15 +508,20 @@ type tokenResponse struct {
 
 // loginLocked obtains a token. Callers hold c.mu, so concurrent streams of
 // one source log in once.
-func (c *Client) loginLocked(ctx context.Context) (string, error) {
+func (c *Client) loginLocked(ctx context.Context) (_ string, err error) {
 	const route = "/api/auth/token/"
 	creds, err := json.Marshal(map[string]string{"username": c.opt.Username, "password": c.opt.Password})
 	if err != nil {
 		return "", fmt.Errorf("login: %w", err)
 	}
+	ctx, span := startRequest(ctx, http.MethodPost, route)
 	r := retrier{c: c, route: route, method: http.MethodPost, secret: true}
+	status := 0
+	defer func() { endRequest(span, status, r.resends, err) }()
 	for {
-		status, header, body, err := c.exchange(ctx, route, http.MethodPost, c.url(route, nil), "", creds, nil)
+		var header http.Header
+		var body []byte
+		status, header, body, err = c.exchange(ctx, route, http.MethodPost, c.url(route, nil), "", creds, nil)
 		switch {
 		case err != nil, status == http.StatusTooManyRequests, status >= 500:
 			if err := r.again(ctx, status, header, body, err); err != nil {
@@ -620,7 +645,9 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	const route = "/api/auth/revoke/"
+	ctx, span := startRequest(ctx, http.MethodPost, route)
 	status, _, _, err := c.exchange(ctx, route, http.MethodPost, c.url(route, nil), "Bearer "+tok, []byte("{}"), nil)
+	endRequest(span, status, 0, err)
 	if err != nil {
 		return fmt.Errorf("revoke token: %w", err)
 	}

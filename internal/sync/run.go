@@ -222,7 +222,9 @@ func (r *Run) panicked(p any) error {
 // statements (the walk's own, given by its policy, then the rejected
 // records and drift) go to Postgres in one round trip. bk is what a
 // walk's transaction writes; nil (and p nil) for a step.
-func (r *Run) commit(ctx context.Context, p policy, bk *book, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
+func (r *Run) commit(ctx context.Context, p policy, bk *book, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) (err error) {
+	ctx, span := r.startCommitSpan(ctx)
+	defer func() { span.end(r, bk, err) }()
 	tx, err := r.conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", db.Describe(err))

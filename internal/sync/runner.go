@@ -185,9 +185,11 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 			p = func(st model.RunStats) { progress(l.Name, st) }
 		}
 		start := time.Now()
-		res := rn.runLogin(ctx, stop, conn, t, l, s, kind, llog, p)
+		lctx, span, llog := startRunSpan(ctx, t.Source, name, kind, l.Name, llog)
+		res := rn.runLogin(lctx, stop, conn, t, l, s, kind, llog, p)
 		res.Login, res.Kind, res.Elapsed = l.Name, kind, time.Since(start)
 		rn.report(t.Source, name, llog, res)
+		endRunSpan(span, res)
 		out = append(out, res)
 	}
 	return out

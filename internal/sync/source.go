@@ -111,6 +111,8 @@ func (s *pageSource) produce(ctx context.Context) {
 // the walk's error instead of killing the process from a goroutine.
 func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 	n := s.base + s.fetched + 1
+	ctx, span := startPageSpan(ctx, s.run, n)
+	defer func() { endPageSpan(span, f) }()
 	defer func() {
 		if p := recover(); p != nil {
 			f = fetched{err: fmt.Errorf("page %d: %w", n, s.run.panicked(p))}
