@@ -33,8 +33,11 @@ ALTER TABLE erp.sync_checkpoints
 
 -- How each login follows a paged list.
 --   sweep_orders     the orders of its last complete sweeps, newest first
---                    (two kept): the list is followed when both are the
---                    same strict order
+--                    (two kept)
+--   list_order       what they say of the list (internal/sync/order.go):
+--                    ascending or descending when both are that strict
+--                    order (it is then followed), else unordered; NULL
+--                    before two sweeps
 --   demoted_at/why   a sweep found records the follows had missed: the
 --                    list is swept, not followed, until `erpsync reset`
 --   max_key          the sort key of the highest id this login has read
@@ -50,6 +53,7 @@ CREATE TABLE erp.sync_follow (
     stream                 text        NOT NULL,
     login                  text        NOT NULL,
     sweep_orders           text[]      NOT NULL DEFAULT '{}',
+    list_order             text        CHECK (list_order IN ('ascending', 'descending', 'unordered')),
     demoted_at             timestamptz,
     demoted_why            text,
     max_key                text COLLATE "C",
@@ -103,9 +107,7 @@ SELECT c.source, c.stream,
        c.login, c.warning, c.list_scope,
        f.last_follow_at,
        now() - greatest(f.last_follow_at, c.last_sweep_completed_at) AS new_records_age,
-       CASE WHEN f.demoted_at IS NOT NULL THEN 'unordered'
-            WHEN cardinality(f.sweep_orders) >= 2 AND f.sweep_orders[1] = f.sweep_orders[2] THEN f.sweep_orders[1]
-       END AS list_order,
+       f.list_order,
        f.last_follow_swept
 FROM erp.sync_checkpoints c
 LEFT JOIN erp.sync_follow f ON f.source = c.source AND f.stream = c.stream AND f.login = c.login

@@ -13,8 +13,9 @@ import (
 // Follow is how a login follows a paged list (erp.sync_follow).
 type Follow struct {
 	// SweepOrders are the orders its last complete sweeps listed ids in,
-	// newest first.
+	// newest first, and ListOrder what they say of the list.
 	SweepOrders []string
+	ListOrder   string
 	// DemotedWhy, when set, says why the list is swept and not followed
 	// until the stream is reset.
 	DemotedWhy string
@@ -41,20 +42,20 @@ type Anchor struct {
 // LoadFollow returns how a login follows a list; zero for one never swept.
 func LoadFollow(ctx context.Context, q Querier, k StreamKey) (Follow, error) {
 	var f Follow
-	var demoted, maxKey, followed, swept *string
+	var order, demoted, maxKey, followed, swept *string
 	var anchors []byte
 	var last *time.Time
 	err := q.QueryRow(ctx, `
-SELECT sweep_orders, demoted_why, max_key, followed_key, anchors, last_follow_at, last_follow_swept
+SELECT sweep_orders, list_order, demoted_why, max_key, followed_key, anchors, last_follow_at, last_follow_swept
 FROM erp.sync_follow WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).
-		Scan(&f.SweepOrders, &demoted, &maxKey, &followed, &anchors, &last, &swept)
+		Scan(&f.SweepOrders, &order, &demoted, &maxKey, &followed, &anchors, &last, &swept)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return f, nil
 	}
 	if err != nil {
 		return f, fmt.Errorf("loading how %s is followed: %w", k, Describe(err))
 	}
-	f.DemotedWhy, f.MaxKey, f.FollowedKey, f.LastSwept = deref(demoted), deref(maxKey), deref(followed), deref(swept)
+	f.ListOrder, f.DemotedWhy, f.MaxKey, f.FollowedKey, f.LastSwept = deref(order), deref(demoted), deref(maxKey), deref(followed), deref(swept)
 	f.LastFollow = deref(last)
 	if err := json.Unmarshal(anchors, &f.Anchors); err != nil {
 		return f, fmt.Errorf("reading the anchors of %s: %w", k, err)
@@ -97,19 +98,20 @@ RETURNING last_follow_at`, k.Source, k.Stream, k.Login, SafeText(swept, 2000)).S
 }
 
 // SweepFollowed records, in the transaction that completes a sweep of a
-// list that may be followed, the order it listed ids in, the highest id
-// it read, and the anchors of its last pages (none: those kept stay).
-func SweepFollowed(ctx context.Context, q Querier, k StreamKey, order, maxKey string, anchors []Anchor) error {
+// list that may be followed, the orders of the last sweeps (this one
+// first) and what they say of the list, the highest id it read, and the
+// anchors of its last pages (none: those kept stay).
+func SweepFollowed(ctx context.Context, q Querier, k StreamKey, orders []string, listOrder, maxKey string, anchors []Anchor) error {
 	var doc []byte
 	if len(anchors) > 0 {
 		doc, _ = json.Marshal(anchors)
 	}
 	_, err := q.Exec(ctx, `
-INSERT INTO erp.sync_follow AS f (source, stream, login, sweep_orders, max_key, anchors)
-VALUES ($1, $2, $3, ARRAY[$4::text], nullif($5, ''), coalesce($6::jsonb, '[]'))
-ON CONFLICT (source, stream, login) DO UPDATE SET sweep_orders = (ARRAY[$4::text] || f.sweep_orders)[1:2],
-    max_key = greatest(f.max_key, EXCLUDED.max_key), anchors = coalesce($6::jsonb, f.anchors), updated_at = now()`,
-		k.Source, k.Stream, k.Login, order, maxKey, doc)
+INSERT INTO erp.sync_follow AS f (source, stream, login, sweep_orders, list_order, max_key, anchors)
+VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, ''), coalesce($7::jsonb, '[]'))
+ON CONFLICT (source, stream, login) DO UPDATE SET sweep_orders = EXCLUDED.sweep_orders, list_order = EXCLUDED.list_order,
+    max_key = greatest(f.max_key, EXCLUDED.max_key), anchors = coalesce($7::jsonb, f.anchors), updated_at = now()`,
+		k.Source, k.Stream, k.Login, orders, listOrder, maxKey, doc)
 	if err != nil {
 		return fmt.Errorf("recording what the sweep of %s showed of its order: %w", k, Describe(err))
 	}
@@ -120,8 +122,8 @@ ON CONFLICT (source, stream, login) DO UPDATE SET sweep_orders = (ARRAY[$4::text
 // is reset, and says why.
 func DemoteFollow(ctx context.Context, q Querier, k StreamKey, why string) error {
 	_, err := q.Exec(ctx, `
-INSERT INTO erp.sync_follow AS f (source, stream, login, demoted_at, demoted_why) VALUES ($1, $2, $3, now(), $4)
-ON CONFLICT (source, stream, login) DO UPDATE SET demoted_at = now(), demoted_why = $4, updated_at = now()`,
+INSERT INTO erp.sync_follow AS f (source, stream, login, demoted_at, demoted_why, list_order) VALUES ($1, $2, $3, now(), $4, 'unordered')
+ON CONFLICT (source, stream, login) DO UPDATE SET demoted_at = now(), demoted_why = $4, list_order = 'unordered', updated_at = now()`,
 		k.Source, k.Stream, k.Login, SafeText(why, 2000))
 	if err != nil {
 		return fmt.Errorf("demoting %s to complete sweeps: %w", k, Describe(err))

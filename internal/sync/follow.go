@@ -84,7 +84,7 @@ func (l *List) followList(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	order := followable(f.SweepOrders)
+	order := followable(f.ListOrder)
 	var why string
 	switch {
 	case cp.LastCompleted.IsZero():

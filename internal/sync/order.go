@@ -76,12 +76,26 @@ func (o *orderTrail) extend(ids []string) string {
 	return o.order
 }
 
-// followable is the order a list may be followed in, from the orders of
-// its last complete sweeps (newest first): the same strict order twice;
-// "" otherwise.
-func followable(orders []string) string {
-	if len(orders) >= 2 && orders[0] == orders[1] && (orders[0] == ascending || orders[0] == descending) {
+// listOrder is what the orders of a list's last complete sweeps (newest
+// first) say of it: ascending or descending when the last two are that
+// strict order, unordered when they are not (or follow runs were found to
+// miss records: demoted), "" before two sweeps.
+func listOrder(orders []string, demoted bool) string {
+	switch {
+	case demoted:
+		return unordered
+	case len(orders) < 2:
+		return ""
+	case orders[0] == orders[1] && (orders[0] == ascending || orders[0] == descending):
 		return orders[0]
+	}
+	return unordered
+}
+
+// followable is the order a list may be followed in ("": none).
+func followable(order string) string {
+	if order == ascending || order == descending {
+		return order
 	}
 	return ""
 }

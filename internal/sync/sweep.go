@@ -232,7 +232,12 @@ func (s *sweep) end(ctx context.Context, tx pgx.Tx, bk *book) (freshAt time.Time
 		return freshAt, 0, err
 	}
 	if s.list.follows() {
-		if err = db.SweepFollowed(ctx, tx, cp.Key, cmp.Or(cp.Order, "unknown"), cp.MaxKey, s.nextAnchors); err != nil {
+		f, err := db.LoadFollow(ctx, tx, cp.Key)
+		if err != nil {
+			return freshAt, 0, err
+		}
+		orders := append([]string{cmp.Or(cp.Order, "unknown")}, f.SweepOrders...)[:min(len(f.SweepOrders)+1, 2)]
+		if err = db.SweepFollowed(ctx, tx, cp.Key, orders, listOrder(orders, f.DemotedWhy != ""), cp.MaxKey, s.nextAnchors); err != nil {
 			return freshAt, 0, err
 		}
 		if s.nextMissed > 0 {
