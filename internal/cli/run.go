@@ -31,6 +31,7 @@ func cmdRun(e *command) error {
 		cfg.AutoMigrate = false
 	}
 	log := newLogger(cfg, e.term)
+	warnHistoryOff(cfg, log)
 	m := metrics.New()
 	targets := map[string]sync.Target{}
 	for _, src := range cfg.Sources {

@@ -68,6 +68,7 @@ func cmdSync(e *command) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
+	warnHistoryOff(cfg, log)
 	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log)
 	defer cancel()
 	ctx := stopper.Context()

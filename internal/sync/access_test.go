@@ -416,7 +416,7 @@ WHERE n.nspname = 'erp' AND p.prokind = 'f' AND has_function_privilege($1, p.oid
 	noData := []string{"erp.typed_text(jsonb)", "erp.typed_date(jsonb)", "erp.typed_timestamp(jsonb)", "erp.typed_bool(jsonb)",
 		"erp.session_grants()", "erp.session_reads_all()",
 		"erp.session_sources(boolean)", "erp.session_companies()", "erp.session_companies_are_product()",
-		"erp.session_only_source()", "erp.session_only_company()"}
+		"erp.session_only_source()", "erp.session_only_company()", "erp.stale_hash()"}
 	for _, f := range fns {
 		if slices.Contains(noData, f.sig) {
 			continue

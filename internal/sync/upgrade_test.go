@@ -207,29 +207,47 @@ func TestUpgradeFromTheReleaseBefore(t *testing.T) {
 	}
 }
 
-// TestRelabellingKeepsNoVersion: a record whose payload is unchanged but
+// TestRelabellingKeepsAVersion: a record whose payload is unchanged but
 // whose own labels differ from the row's (written before its labels were
-// read) is relabelled in place: no version, synced_at unchanged.
-func TestRelabellingKeepsNoVersion(t *testing.T) {
+// read) is relabelled: the row as it was is kept as a version, synced_at
+// moves (so a later change has a version of its own, not one on the same
+// key), and the row is marked stale (its labels changed, its hash did
+// not), which the next sweep that compares it clears without a version.
+func TestRelabellingKeepsAVersion(t *testing.T) {
 	h := newHarness(t, erpsim.Options{Invoices: 60, Users: branchUsers, RecordLabels: erpsim.LabelsIDs})
 	h.client = h.newClient(erp.Options{Username: "sync-riyadh", Password: "riyadh-pw"})
 	h.mustRun("invoices")
 	// As the release before would have it: every row with the token's
-	// labels.
-	if _, err := h.pool.Exec(context.Background(), `UPDATE erp.invoices SET branch_id = '1', listed_by = NULL`); err != nil {
+	// labels (written as it wrote them, not as a change of today).
+	if _, err := h.pool.Exec(context.Background(), `ALTER TABLE erp.invoices DISABLE TRIGGER guard_rows;
+		UPDATE erp.invoices SET branch_id = '1', listed_by = NULL; ALTER TABLE erp.invoices ENABLE TRIGGER guard_rows`); err != nil {
 		t.Fatal(err)
 	}
 	before := h.text(`SELECT string_agg(id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`)
 	h.pool.Exec(context.Background(), `DELETE FROM erp.sweep_pages`) // compare every page
 	res := h.mustRun("invoices")
-	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE branch_id = '2'`); n == 0 || res.Stats.Updated != n {
-		t.Errorf("%d rows relabelled to branch 2, %d updated", n, res.Stats.Updated)
+	relabelled := h.count(`SELECT count(*) FROM erp.invoices WHERE branch_id = '2'`)
+	if relabelled == 0 || res.Stats.Updated != relabelled {
+		t.Errorf("%d rows relabelled to branch 2, %d updated", relabelled, res.Stats.Updated)
 	}
-	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != 0 {
-		t.Errorf("relabelling kept %d versions", n)
+	if n := h.count(`SELECT count(*) FROM erp.invoices_history WHERE branch_id = '1' AND ended_by = 'change'`); n != relabelled {
+		t.Errorf("relabelling kept %d versions, want %d", n, relabelled)
 	}
-	if after := h.text(`SELECT string_agg(id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
-		t.Error("relabelling moved synced_at")
+	if n := h.count(`SELECT count(*) FROM erp.invoices i WHERE branch_id = '2' AND synced_at <= (SELECT max(first_seen_at) FROM erp.invoices)`); n != 0 {
+		t.Errorf("relabelling left synced_at of %d rows where it was (%s)", n, before[:40])
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE payload_hash = erp.stale_hash()`); n != relabelled {
+		t.Errorf("%d relabelled rows marked stale, want %d", n, relabelled)
+	}
+	// The next sweep that compares them writes their hash again, and
+	// nothing else: no version, no label moves.
+	h.pool.Exec(context.Background(), `DELETE FROM erp.sweep_pages`)
+	h.mustRun("invoices")
+	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE payload_hash = erp.stale_hash()`); n != 0 {
+		t.Errorf("%d rows still marked stale after a sweep compared them", n)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != relabelled {
+		t.Errorf("%d versions after the sweep that cleared the marks, want %d", n, relabelled)
 	}
 }
 
