@@ -158,6 +158,30 @@ func Empty(t testing.TB) string {
 	return withDB(AdminURL(), name)
 }
 
+// EmptyOwned is Empty, owned by Owner with the privileges of an
+// installation's database (those deploy/roles.sql gives): a warehouse to
+// migrate step by step as its owner. It returns the administrator's URL.
+func EmptyOwned(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := Admin(t)
+	defer admin.Close(ctx)
+	tmpl := "erpsync_tmpl_" + schemaHash()
+	if err := ensureTemplate(ctx, t, admin, tmpl); err != nil {
+		t.Fatalf("test template: %v", err)
+	}
+	name := "erpsync_t_empty_" + randomHex(6)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", name, Owner)); err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+	t.Cleanup(func() { dropDatabase(name) })
+	if err := copyPrivileges(ctx, admin, tmpl, name); err != nil {
+		t.Fatalf("privileges of %s: %v", name, err)
+	}
+	return withDB(AdminURL(), name)
+}
+
 func dropDatabase(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
