@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/erpsync/erpsync/internal/sync/streams"
 	"io/fs"
 	"log/slog"
 	"net/http/httptest"
@@ -18,9 +17,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
 	"github.com/erpsync/erpsync/migrations"
 )
@@ -604,3 +605,31 @@ INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_
 // coreStreams are the streams a source enables when its configuration
 // names none.
 var coreStreams = streams.MustDefault().Core()
+
+// ERPSYNC_HISTORY=none still parses, and no longer keeps a stream from
+// keeping versions: Postgres writes them, and the run says so once.
+func TestHistoryNoneKeepsVersionsAndSaysSo(t *testing.T) {
+	t.Parallel()
+	sim, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 30})
+	dbURL := testdb.New(t)
+	env := erpEnv(simURL, dbURL, goodPassword, "ERPSYNC_HISTORY=none", "ERPSYNC_STREAMS=invoices,cashboxes")
+	if r := runMain(t, env, "sync", "invoices"); r.code != exitOK {
+		t.Fatalf("sync: %s", r)
+	}
+	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[0].TotalBC = inv[0].TotalBC.Add(decimal.New(1, 0))
+		return inv
+	})
+	r := runMain(t, env, "sync", "invoices")
+	if r.code != exitOK {
+		t.Fatalf("sync: %s", r)
+	}
+	if n := strings.Count(r.stderr, "no longer turns a stream's history off"); n != 1 {
+		t.Errorf("the run said %d times that history is kept all the same, want once:\n%s", n, r)
+	}
+	pool := testdb.ObserverPool(t, dbURL)
+	var versions int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM erp.invoices_history`).Scan(&versions); err != nil || versions != 1 {
+		t.Errorf("%d versions (%v), want the changed invoice's", versions, err)
+	}
+}

@@ -468,17 +468,9 @@ WHERE n.nspname = 'erp' AND p.prokind = 'f' AND has_function_privilege($1, p.oid
 
 func columnsOf(t *testing.T, pool *pgxpool.Pool, table string) map[string]bool {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT attname::text FROM pg_attribute
-		WHERE attrelid = ('erp.' || quote_ident($1))::regclass AND attnum > 0 AND NOT attisdropped`, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]bool{}
-	for _, n := range names {
+	for _, n := range queryStrings(t, pool, `SELECT attname::text FROM pg_attribute
+		WHERE attrelid = ('erp.' || quote_ident($1))::regclass AND attnum > 0 AND NOT attisdropped`, table) {
 		out[n] = true
 	}
 	return out
@@ -639,16 +631,22 @@ FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = '
 // catalogRelationNames are the tables and views of pg_catalog.
 func catalogRelationNames(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT relname::text FROM pg_class WHERE relnamespace = 'pg_catalog'::regnamespace
+	return queryStrings(t, pool, `SELECT relname::text FROM pg_class WHERE relnamespace = 'pg_catalog'::regnamespace
 		AND relkind IN ('r', 'v') ORDER BY 1`)
+}
+
+// queryStrings runs a query of one text column and returns its values.
+func queryStrings(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql, args...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", sql, err)
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", sql, err)
 	}
-	return names
+	return out
 }
 
 // unqualified lists the catalog relations src names without

@@ -241,14 +241,7 @@ BEGIN RAISE EXCEPTION 'hijacked: running as %%', current_user; END $$`, f.name, 
 func catalogObjectsRead(t *testing.T, pool *pgxpool.Pool) ([]catalogRelation, []catalogFunction) {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := pool.Query(ctx, `SELECT coalesce(p.prosrc, '') FROM pg_proc p WHERE p.pronamespace = 'erp'::regnamespace`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bodies, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	bodies := queryStrings(t, pool, `SELECT coalesce(p.prosrc, '') FROM pg_proc p WHERE p.pronamespace = 'erp'::regnamespace`)
 	words := map[string]bool{}
 	word := regexp.MustCompile(`[a-z_][a-z0-9_]*`)
 	for _, b := range bodies {
@@ -260,7 +253,7 @@ func catalogObjectsRead(t *testing.T, pool *pgxpool.Pool) ([]catalogRelation, []
 	for w := range words {
 		named = append(named, w)
 	}
-	rows, err = pool.Query(ctx, `
+	rows, err := pool.Query(ctx, `
 SELECT c.relname::text, (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_attribute a
        JOIN pg_type ty ON ty.oid = a.atttypid WHERE a.attrelid = c.oid AND a.attnum > 0 AND ty.typtype <> 'p')
 FROM pg_class c

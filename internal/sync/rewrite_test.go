@@ -45,19 +45,11 @@ ORDER BY 1, 2`)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rows, err = pool.Query(context.Background(), `
+	for _, h := range queryStrings(t, pool, `
 SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'erp' AND c.relkind = 'r' AND c.relname LIKE '%\_history'
   AND (has_table_privilege('erpsync_runtime', c.oid, 'DELETE') OR has_table_privilege('erpsync_runtime', c.oid, 'TRUNCATE')
-       OR has_any_column_privilege('erpsync_runtime', c.oid, 'INSERT') OR has_any_column_privilege('erpsync_runtime', c.oid, 'UPDATE'))`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writable, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range writable {
+       OR has_any_column_privilege('erpsync_runtime', c.oid, 'INSERT') OR has_any_column_privilege('erpsync_runtime', c.oid, 'UPDATE'))`) {
 		t.Errorf("the runtime role may write erp.%s", h)
 	}
 	if checked < 50 {

@@ -41,39 +41,8 @@ func legacyWarehouse(t *testing.T, sim *erpsim.Sim, user erpsim.User) (*pgxpool.
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	defer sqlDB.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithGoMigrations(migrations.Go...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, releaseBefore); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	c, err := erp.New(erp.Options{BaseURL: srv.URL, Username: user.Username, Password: user.Password})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pages := c.List(erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 100})
-	for !pages.Done() {
-		page, err := pages.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, raw := range page.Records {
-			id, _, _ := page.Parsed[i].Text("id")
-			total, _, _ := page.Parsed[i].Money("total_bc")
-			h := sha256.Sum256(raw)
-			if _, err := pool.Exec(ctx, `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash,
-				first_seen_at, synced_at) VALUES ('main', $1, '1', '1', $2, $3, $4, now() - interval '2 days', now() - interval '1 day')`,
-				id, db.Numeric(total), []byte(raw), h[:]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		page.Release()
-	}
+	migrateUpTo(t, pool, releaseBefore)
+	writeInvoicesAsBefore(t, pool, sim, user, 100, "", 1)
 	if _, err := pool.Exec(ctx, `
 INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, first_seen_at, valid_from, valid_to, ended_by)
 SELECT source, id, company_id, branch_id, total_bc - 1, payload, '\x00', first_seen_at, first_seen_at, synced_at, 'change'
@@ -88,6 +57,71 @@ VALUES ('main', 'invoices', 'succeeded', now() - interval '1 day', now() - inter
 		t.Fatal(err)
 	}
 	return pool, url, scoped
+}
+
+// writeInvoicesAsBefore writes every invoice sim lists to user, read in
+// pages of pageSize, as a release before wrote them: labelled company 1
+// branch 1, listed by listedBy ("" for a schema before logins), written
+// days ago and first seen the day before. It returns the cursor after the
+// first page and that page's ids.
+func writeInvoicesAsBefore(t *testing.T, pool *pgxpool.Pool, sim *erpsim.Sim, user erpsim.User, pageSize int, listedBy string, days int) (string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	c, err := erp.New(erp.Options{BaseURL: srv.URL, Username: user.Username, Password: user.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash, first_seen_at, synced_at)
+		VALUES ('main', $1, '1', '1', $2, $3, $4, now() - make_interval(days => $5 + 1), now() - make_interval(days => $5))`
+	if listedBy != "" {
+		insert = `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash, first_seen_at, synced_at, listed_by)
+		VALUES ('main', $1, '1', '1', $2, $3, $4, now() - make_interval(days => $5 + 1), now() - make_interval(days => $5), $6)`
+	}
+	var cursor string
+	var firstPage []string
+	pages := c.List(erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: pageSize})
+	for n := 0; !pages.Done(); n++ {
+		page, err := pages.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, raw := range page.Records {
+			id, _, _ := page.Parsed[i].Text("id")
+			total, _, _ := page.Parsed[i].Money("total_bc")
+			h := sha256.Sum256(raw)
+			args := []any{id, db.Numeric(total), []byte(raw), h[:], days}
+			if listedBy != "" {
+				args = append(args, listedBy)
+			}
+			if _, err := pool.Exec(ctx, insert, args...); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				firstPage = append(firstPage, id)
+			}
+		}
+		if n == 0 {
+			cursor = page.NextCursor
+		}
+		page.Release()
+	}
+	return cursor, firstPage
+}
+
+// migrateUpTo applies the migrations up to version, as pool's role.
+func migrateUpTo(t *testing.T, pool *pgxpool.Pool, version int64) {
+	t.Helper()
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithGoMigrations(migrations.Go...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // migrateUp applies the migrations after releaseBefore.
@@ -337,15 +371,7 @@ func TestUpgradeOfAnInterruptedSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(owner.Close)
-	sqlDB := stdlib.OpenDBFromPool(owner)
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithGoMigrations(migrations.Go...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, previousRelease); err != nil {
-		t.Fatal(err)
-	}
-	sqlDB.Close()
+	migrateUpTo(t, owner, previousRelease)
 	pool, err := db.Open(ctx, admin)
 	if err != nil {
 		t.Fatal(err)
@@ -363,39 +389,8 @@ func TestUpgradeOfAnInterruptedSweep(t *testing.T) {
 	// Every invoice as the previous release's last complete sweep (6)
 	// wrote it, through the login sync-riyadh (company 1, branch 1), and
 	// the first page of sweep 7, which stopped after it.
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	c, err := erp.New(erp.Options{BaseURL: srv.URL, Username: branchUsers[0].Username, Password: branchUsers[0].Password})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const login = "sync-riyadh"
-	pages := c.List(erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50})
-	var cursor string
-	var firstPage []string
-	for n := 0; !pages.Done(); n++ {
-		page, err := pages.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, raw := range page.Records {
-			id, _, _ := page.Parsed[i].Text("id")
-			total, _, _ := page.Parsed[i].Money("total_bc")
-			h := sha256.Sum256(raw)
-			if _, err := pool.Exec(ctx, `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash,
-				listed_by, first_seen_at, synced_at) VALUES ('main', $1, '1', '1', $2, $3, $4, $5, now() - interval '3 days', now() - interval '2 days')`,
-				id, db.Numeric(total), []byte(raw), h[:], login); err != nil {
-				t.Fatal(err)
-			}
-			if n == 0 {
-				firstPage = append(firstPage, id)
-			}
-		}
-		if n == 0 {
-			cursor = page.NextCursor
-		}
-		page.Release()
-	}
+	cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, branchUsers[0], 50, login, 2)
 	invoices := sim.Invoices()
 	back, changed := fmt.Sprint(invoices[120].ID), fmt.Sprint(invoices[200].ID)
 	for _, st := range []struct {

@@ -72,22 +72,41 @@ func promised() bool { return os.Getenv("CI") != "" || os.Getenv("TEST_DATABASE_
 // returns its URL.
 func New(t testing.TB) string {
 	t.Helper()
+	return ownedDatabase(t, "erpsync_t_", true)
+}
+
+// EmptyOwned is Empty, owned by Owner with the privileges of an
+// installation's database (those deploy/roles.sql gives): a warehouse to
+// migrate step by step as its owner. It returns the administrator's URL.
+func EmptyOwned(t testing.TB) string {
+	t.Helper()
+	return ownedDatabase(t, "erpsync_t_empty_", false)
+}
+
+// ownedDatabase creates a database owned by Owner with the template's
+// privileges, a clone of the migrated template or empty, dropped when t
+// ends, and returns its URL.
+func ownedDatabase(t testing.TB, prefix string, migrated bool) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	admin := Admin(t)
 	defer admin.Close(ctx)
-
 	tmpl := "erpsync_tmpl_" + schemaHash()
 	if err := ensureTemplate(ctx, t, admin, tmpl); err != nil {
 		t.Fatalf("test template: %v", err)
 	}
-	name := "erpsync_t_" + randomHex(6)
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s OWNER %s", name, tmpl, Owner)); err != nil {
-		t.Fatalf("creating test database: %v", err)
+	name := prefix + randomHex(6)
+	create := fmt.Sprintf("CREATE DATABASE %s OWNER %s", name, Owner)
+	if migrated {
+		create += " TEMPLATE " + tmpl
+	}
+	if _, err := admin.Exec(ctx, create); err != nil {
+		t.Fatalf("creating %s: %v", name, err)
 	}
 	t.Cleanup(func() { dropDatabase(name) })
 	if err := copyPrivileges(ctx, admin, tmpl, name); err != nil {
-		t.Fatalf("privileges of the test database: %v", err)
+		t.Fatalf("privileges of %s: %v", name, err)
 	}
 	return withDB(AdminURL(), name)
 }
@@ -155,30 +174,6 @@ func Empty(t testing.TB) string {
 		t.Fatalf("creating %s: %v", name, err)
 	}
 	t.Cleanup(func() { dropDatabase(name) })
-	return withDB(AdminURL(), name)
-}
-
-// EmptyOwned is Empty, owned by Owner with the privileges of an
-// installation's database (those deploy/roles.sql gives): a warehouse to
-// migrate step by step as its owner. It returns the administrator's URL.
-func EmptyOwned(t testing.TB) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	admin := Admin(t)
-	defer admin.Close(ctx)
-	tmpl := "erpsync_tmpl_" + schemaHash()
-	if err := ensureTemplate(ctx, t, admin, tmpl); err != nil {
-		t.Fatalf("test template: %v", err)
-	}
-	name := "erpsync_t_empty_" + randomHex(6)
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", name, Owner)); err != nil {
-		t.Fatalf("creating %s: %v", name, err)
-	}
-	t.Cleanup(func() { dropDatabase(name) })
-	if err := copyPrivileges(ctx, admin, tmpl, name); err != nil {
-		t.Fatalf("privileges of %s: %v", name, err)
-	}
 	return withDB(AdminURL(), name)
 }
 
