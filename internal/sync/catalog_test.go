@@ -661,3 +661,44 @@ func unqualified(src string, relations []string) []string {
 	}
 	return out
 }
+
+// TestTheOwnerIsHeldToThePolicies: the schema's owner, the non-superuser
+// the test databases are migrated by as installations are, is under the
+// policies of every table (FORCE ROW LEVEL SECURITY) and reads every row
+// through them, as one who reads everything; given a company grant, it
+// reads that company's rows only, like any login.
+func TestTheOwnerIsHeldToThePolicies(t *testing.T) {
+	t.Parallel()
+	h, _ := accessWarehouse(t)
+	fillEveryTable(t, h.pool)
+	ctx := context.Background()
+	owner := testdb.PoolAs(t, h.url, testdb.Owner)
+	tables := queryStrings(t, h.pool, `SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'erp' AND c.relkind = 'r' AND c.relname <> 'company_grants' ORDER BY 1`)
+	count := func(pool *pgxpool.Pool, table string) int64 {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM erp.`+pgx.Identifier{table}.Sanitize()).Scan(&n); err != nil {
+			t.Fatalf("erp.%s: %v", table, err)
+		}
+		return n
+	}
+	for _, table := range tables {
+		var active bool
+		if err := owner.QueryRow(ctx, `SELECT row_security_active($1::regclass)`, "erp."+table).Scan(&active); err != nil || !active {
+			t.Errorf("erp.%s: row-level security does not apply to the owner (%v)", table, err)
+		}
+		if got, all := count(owner, table), count(h.pool, table); got != all || all == 0 {
+			t.Errorf("erp.%s: the owner reads %d rows of %d", table, got, all)
+		}
+	}
+	// With a grant of its own, the owner is scoped.
+	if _, err := owner.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, 'fx', 'A', '1')`, testdb.Owner); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.pool.Exec(context.Background(), `DELETE FROM erp.company_grants WHERE role = $1::text::regrole`, testdb.Owner)
+	})
+	if got := invoiceCountAs(t, owner, `erp.invoices WHERE (source, company_id, branch_id) <> ('fx', 'A', '1')`); got != 0 {
+		t.Errorf("the owner with a branch grant reads %d invoices of other branches", got)
+	}
+}
