@@ -34,8 +34,6 @@ type harness struct {
 	pages  int
 	// prefixes are the installation's path prefixes (messaging).
 	prefixes map[string]string
-	// history is the configuration's history setting per stream.
-	history map[string]bool
 	// settings are the streams' own settings, by stream.
 	settings map[string]map[string]string
 }
@@ -81,7 +79,7 @@ func (h *harness) run(stream string) sync.Result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages, Prefixes: h.prefixes, History: h.history, Settings: h.settings}, s, nil)[0]
+	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages, Prefixes: h.prefixes, Settings: h.settings}, s, nil)[0]
 }
 
 func (h *harness) mustRun(stream string) sync.Result {

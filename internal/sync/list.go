@@ -44,27 +44,18 @@ type List struct {
 	// Month is the field whose YYYY-MM puts a record in a month for the
 	// sums `erpsync verify` compares ("" : one total).
 	Month string
-	// History says whether the stream keeps the versions its rows replace
-	// in erp.<Stream>_history (which its migration creates with CALL
-	// erp.add_history('<Stream>')).
+	// History says whether the stream's table has a history,
+	// erp.<Stream>_history, which its migration creates with CALL
+	// erp.add_history('<Stream>') and Postgres writes.
 	History History
+	// Access is the rule by which scoped logins read the table (the zero
+	// value: by company).
+	Access Access
 	// AfterWrite runs in a page's transaction when it inserted or updated
 	// rows, with the ids of the page's rows (the currency rate history).
 	AfterWrite func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error
 
 	table *Table
-}
-
-// keepsHistory is whether a stream keeps history for the target: as
-// configured, else its default.
-func keepsHistory(t Target, name string, h History) bool {
-	if h == NoHistory {
-		return false
-	}
-	if on, ok := t.History[name]; ok {
-		return on
-	}
-	return h == HistoryOn
 }
 
 // DefaultSchedule is the schedule of a stream that declares none.
@@ -77,8 +68,8 @@ func (l *List) Name() string { return l.Stream }
 func (l *List) Info() Info {
 	schedule := cmp.Or(l.Schedule, DefaultSchedule)
 	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: schedule,
-		Follows: l.Follows, SweepSchedule: schedule,
-		Core: l.Core, History: l.History, Table: "erp." + l.Stream, Money: l.table.columnsOf(true), Typed: l.table.columnsOf(false)}
+		Follows: l.Follows, SweepSchedule: schedule, Core: l.Core, History: l.History, Access: l.Access,
+		Table: "erp." + l.Stream, Money: l.table.columnsOf(true), Typed: l.table.columnsOf(false)}
 }
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.

@@ -97,10 +97,6 @@ func (r *Run) Setting(key string) string {
 	return ""
 }
 
-// KeepsHistory is whether the run keeps the versions its rows replace:
-// as the source's configuration says, else the stream's default.
-func (r *Run) KeepsHistory() bool { return keepsHistory(r.target, r.key.Stream, r.info.History) }
-
 // PageSize is the number of records to ask for per page.
 func (r *Run) PageSize() int { return r.target.PageSize }
 
@@ -184,11 +180,11 @@ func (r *Run) Commit(ctx context.Context, write func(ctx context.Context, tx pgx
 
 // Upsert writes rows of a stream's table (made by Table.Row) in a
 // commit, as a list writes its pages: new and changed rows only, labels
-// as the records carry them, the versions they replace kept when the run
-// keeps history. It returns what it did, for the commit's counters.
+// as the records carry them (the table's trigger keeps the versions they
+// replace). It returns what it did, for the commit's counters.
 func (r *Run) Upsert(ctx context.Context, tx pgx.Tx, t *Table, rows []db.Row) (model.RunStats, error) {
 	rows = KeepLast(rows, func(row db.Row) string { return row.ID }, nil)
-	up, err := t.db.Upsert(ctx, tx, db.SweepScope{Scope: r.scope}, rows, db.UpsertOptions{History: r.KeepsHistory()})
+	up, err := t.db.Upsert(ctx, tx, db.SweepScope{Scope: r.scope}, rows, db.UpsertOptions{})
 	return model.RunStats{Pages: 1, Seen: int64(len(rows)), Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
 }
 
@@ -205,6 +201,9 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 		return fmt.Errorf("%s: %w", r.key.Stream, err)
 	}
 	r.scope = model.Scope{Source: r.target.Source, Login: r.login.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}
+	if err := db.RecordLogin(ctx, r.conn, r.scope); err != nil {
+		return err
+	}
 	if err := s.Sync(ctx, r); err != nil {
 		return err
 	}

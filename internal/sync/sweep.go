@@ -84,12 +84,15 @@ func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
 		if answers, err = db.PageDigests(ctx, r.conn, r.key, cp.LastSweepID); err != nil {
 			return err
 		}
+		if err := r.compareChanged(ctx, l.table.db, cp.LastSweepID); err != nil {
+			return err
+		}
 	}
 	known := l.knownPages(r.scope, answers)
 	prepare := func(p *erp.Page) *preparedPage { return l.prepare(p, known, r.scope) }
 	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, prepare)
 	defer src.close()
-	c := &committer{run: r, list: l, sweep: cp, src: src, history: r.KeepsHistory()}
+	c := &committer{run: r, list: l, sweep: cp, src: src}
 	for {
 		b, err := src.next(ctx, nil)
 		if err != nil {
@@ -112,11 +115,10 @@ func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
 // bulk load, groups of pages in one COPY. Both end with the run's one
 // bookkeeping.
 type committer struct {
-	run     *Run
-	list    *List
-	sweep   *db.Checkpoint
-	history bool // keep the versions rows replace
-	src     *pageSource
+	run   *Run
+	list  *List
+	sweep *db.Checkpoint
+	src   *pageSource
 }
 
 // page commits one page. In a bulk load it is COPYed straight into the
@@ -160,7 +162,7 @@ func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) err
 		default:
 			// A bulk load needs no seen-list: see markDeletions.
 			up, err = c.list.table.db.Upsert(ctx, tx, sc, rows.pages[0].rows,
-				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, History: c.history, CountOthers: len(c.run.target.Logins) > 1})
+				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, CountOthers: len(c.run.target.Logins) > 1})
 			c.run.wrote(up.Changed)
 		}
 		// The pages a COPY took are known only once it ran: the bookkeeping

@@ -38,7 +38,7 @@ func (balanceSheet) Name() string { return "balance_sheet" }
 
 func (s balanceSheet) Info() sync.Info {
 	return sync.Info{Route: "GET " + s.path + "?date_to=D", Permission: "accounts.report.balance_sheet", Schedule: sync.DefaultSchedule,
-		Table: "erp.balance_sheet_snapshots", Money: []string{"balance"}, Typed: []string{"code", "name"},
+		Table: "erp.balance_sheet_snapshots", History: sync.HistoryOn, Money: []string{"balance"}, Typed: []string{"code", "name"},
 		Settings: []sync.Setting{
 			{Key: "months", Default: "24", Check: monthCount},
 			{Key: "reread_months", Default: "3", Check: monthCount},
