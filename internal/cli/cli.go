@@ -262,12 +262,9 @@ func targetOf(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...fu
 	bobs, _ := obs.(erp.BudgetObserver)
 	budget := erp.NewBudget(src.MaxConcurrentRequests, src.MaxRequestsPerSecond, bobs)
 	t := sync.Target{Source: src.Name, PageSize: src.PageSize,
-		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, History: map[string]bool{}, Settings: map[string]map[string]string{},
+		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, Settings: map[string]map[string]string{},
 		DriftStop: map[string]bool{}}
 	for _, st := range src.Streams {
-		if st.History != nil {
-			t.History[st.Name] = *st.History
-		}
 		t.Settings[st.Name] = st.Settings
 		t.DriftStop[st.Name] = st.Drift == config.DriftStop
 	}
@@ -301,6 +298,22 @@ func targetOf(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...fu
 		t.Logins = append(t.Logins, sync.Login{Name: l.Name(), Client: c})
 	}
 	return t, nil
+}
+
+// warnHistoryOff says, once, that a stream configured to keep no history
+// (history: false, ERPSYNC_HISTORY) keeps it all the same: Postgres writes
+// the versions, whoever changes a row, so that the daemon's role cannot
+// switch its own audit trail off.
+func warnHistoryOff(cfg config.Config, log *slog.Logger) {
+	for _, src := range cfg.Sources {
+		for _, st := range src.Streams {
+			if st.History != nil && !*st.History {
+				log.Warn("history: false (or ERPSYNC_HISTORY) no longer turns a stream's history off: Postgres keeps the versions of every table that has a history table; the schema's owner may keep none with ALTER TABLE erp.<table> DISABLE TRIGGER guard_rows",
+					"source", src.Name, "stream", st.Name)
+				return
+			}
+		}
+	}
 }
 
 // specs is the catalog as configuration sees it.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/erpsync/erpsync/internal/sync/streams"
 	"io/fs"
 	"log/slog"
 	"net/http/httptest"
@@ -20,10 +19,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
 	"github.com/erpsync/erpsync/migrations"
 )
@@ -752,5 +753,33 @@ INSERT INTO erp.sync_runs (source, stream, status, started_at, finished_at, erro
 	}
 	if r := runMain(t, environ("ERPSYNC_DATABASE_URL="+dbURL), "status", "invoice"); r.code != exitUsage || !strings.Contains(r.stderr, `unknown stream "invoice"`) {
 		t.Errorf("status with an unknown stream: want exit 2 naming it\n%s", r)
+	}
+}
+
+// ERPSYNC_HISTORY=none still parses, and no longer keeps a stream from
+// keeping versions: Postgres writes them, and the run says so once.
+func TestHistoryNoneKeepsVersionsAndSaysSo(t *testing.T) {
+	t.Parallel()
+	sim, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 30})
+	dbURL := testdb.New(t)
+	env := erpEnv(simURL, dbURL, goodPassword, "ERPSYNC_HISTORY=none", "ERPSYNC_STREAMS=invoices,cashboxes")
+	if r := runMain(t, env, "sync", "invoices"); r.code != exitOK {
+		t.Fatalf("sync: %s", r)
+	}
+	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[0].TotalBC = inv[0].TotalBC.Add(decimal.New(1, 0))
+		return inv
+	})
+	r := runMain(t, env, "sync", "invoices")
+	if r.code != exitOK {
+		t.Fatalf("sync: %s", r)
+	}
+	if n := strings.Count(r.stderr, "no longer turns a stream's history off"); n != 1 {
+		t.Errorf("the run said %d times that history is kept all the same, want once:\n%s", n, r)
+	}
+	pool := testdb.ObserverPool(t, dbURL)
+	var versions int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM erp.invoices_history`).Scan(&versions); err != nil || versions != 1 {
+		t.Errorf("%d versions (%v), want the changed invoice's", versions, err)
 	}
 }

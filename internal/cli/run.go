@@ -35,6 +35,7 @@ func cmdRun(e *command) error {
 	for _, w := range cfg.Warnings {
 		log.Warn("configuration", "warning", w)
 	}
+	warnHistoryOff(cfg, log)
 	tr, err := startTraces(cfg, log)
 	if err != nil {
 		return err

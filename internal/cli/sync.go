@@ -72,6 +72,7 @@ func cmdSync(e *command) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
+	warnHistoryOff(cfg, log)
 	tr, err := startTraces(cfg, log)
 	if err != nil {
 		return err

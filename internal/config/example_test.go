@@ -91,9 +91,9 @@ func TestExamples(t *testing.T) {
 	})
 
 	t.Run("ItsCommentedSettingsLoadWhenUncommented", func(t *testing.T) {
-		commented := regexp.MustCompile(`(?m)^(\s*)# ((sweep_schedule|history|drift): .*)$`)
-		if n := len(commented.FindAllString(example, -1)); n < 4 {
-			t.Fatalf("%d commented settings, want the four of sweep_schedule, history and drift", n)
+		commented := regexp.MustCompile(`(?m)^(\s*)# ((sweep_schedule|drift): .*)$`)
+		if n := len(commented.FindAllString(example, -1)); n < 3 {
+			t.Fatalf("%d commented settings, want the three of sweep_schedule and drift", n)
 		}
 		text := commented.ReplaceAllString(example, "$1$2")
 		cfg, err := Load(nil, Options{ConfigFile: withSecrets(t, text), NeedERP: true, Streams: exampleSpecs})
@@ -101,7 +101,7 @@ func TestExamples(t *testing.T) {
 			t.Fatalf("example config, uncommented: %v", err)
 		}
 		sc, _ := cfg.Sources[0].Stream("invoices")
-		if sc.SweepSchedule != "@every 6h" || sc.Drift != DriftStop || sc.History == nil || *sc.History {
+		if sc.SweepSchedule != "@every 6h" || sc.Drift != DriftStop {
 			t.Errorf("invoices = %+v", sc)
 		}
 	})

@@ -133,7 +133,7 @@ var keys = []key{
 		doc: "a stream that follows: when it reads its whole list ([Schedules](#streams-schedules-and-settings-per-stream))",
 		set: func(d dest, v string) error { d.stream.SweepSchedule = v; return checkSchedule(v) }},
 	{name: "history", level: streamLevel, env: "ERPSYNC_HISTORY", envNames: true, defDoc: "the stream's",
-		doc: "keep previous versions; the variable: `none`, or the streams that keep them (every other stream then keeps none)",
+		doc: "read and checked, no longer obeyed: Postgres keeps the versions of every table with a history; the variable: `none`, or the streams named",
 		set: func(d dest, v string) error { on, err := boolean(v); d.stream.History = &on; return err }},
 	{name: "drift", level: streamLevel, def: DriftRecord,
 		doc: "when records stop matching the stream's typed columns: `record` the drift, or `stop` the run before it writes",

@@ -174,13 +174,13 @@ func TestComposeProvisionsGrafana(t *testing.T) {
 
 	// The warehouse data source logs in as the compose analyst login, to the compose database.
 	pg := compose.Services["postgres"]
-	roles, err := os.ReadFile(filepath.Join(repo, "deploy/compose/initdb/10-roles.sql"))
+	roles, err := os.ReadFile(filepath.Join(repo, "deploy/compose/initdb/20-demo-logins.sql"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`CREATE ROLE analyst LOGIN PASSWORD '([^']*)' IN ROLE erpsync_analyst;`).FindSubmatch(roles)
 	if m == nil {
-		t.Fatal("10-roles.sql no longer creates the analyst login as a member of erpsync_analyst")
+		t.Fatal("20-demo-logins.sql no longer creates the analyst login as a member of erpsync_analyst")
 	}
 	for _, ds := range sources.Datasources {
 		switch ds.Type {
@@ -199,7 +199,7 @@ func TestComposeProvisionsGrafana(t *testing.T) {
 				break
 			}
 			if env := ref[1] + ref[2] + ref[3]; grafana.Environment[env] != string(m[1]) {
-				t.Errorf("grafana's %s = %q, want the analyst login's password from 10-roles.sql", env, grafana.Environment[env])
+				t.Errorf("grafana's %s = %q, want the analyst login's password from 20-demo-logins.sql", env, grafana.Environment[env])
 			}
 		case "prometheus":
 			u, err := url.Parse(ds.URL)

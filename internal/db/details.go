@@ -70,8 +70,9 @@ func BalanceSheetDates(ctx context.Context, q Reader, sc model.Scope) (map[strin
 }
 
 // ReplaceBalanceSheet stores the login's snapshot as of a date unless the
-// one stored is the same, node for node; a tree it replaces is kept in
-// erp.balance_sheet_snapshot_history. It returns whether it wrote.
+// one stored is the same, node for node; the table's trigger keeps a tree
+// it replaces in erp.balance_sheet_snapshot_history. It returns whether
+// it wrote.
 func ReplaceBalanceSheet(ctx context.Context, tx pgx.Tx, sc model.Scope, asOf string, nodes []TreeNode) (bool, error) {
 	want := TreeDigest(nodes)
 	var have string
@@ -84,12 +85,8 @@ FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2
 	if have == want {
 		return false, nil
 	}
-	if _, err := tx.Exec(ctx, `
-WITH old AS (DELETE FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2 RETURNING *)
-INSERT INTO erp.balance_sheet_snapshot_history (source, login, as_of, node, parent, depth, company_id, branch_id, code, name,
-    balance, payload, payload_hash, valid_from, valid_to)
-SELECT source, login, as_of, node, parent, depth, company_id, branch_id, code, name, balance, payload, payload_hash, synced_at, now()
-FROM old WHERE synced_at < now()`, sc.Source, asOf, sc.Login); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2`,
+		sc.Source, asOf, sc.Login); err != nil {
 		return false, fmt.Errorf("replacing balance sheet of %s: %w", asOf, Describe(err))
 	}
 	rows := make([][]any, len(nodes))
@@ -120,8 +117,9 @@ type AccessRow struct {
 // cashbox is (lb: its own labels, or the login's context): new or changed
 // ones are upserted, and ones marked deleted that are listed again are
 // revived. Unchanged grants are not touched. As for entity rows, labels
-// change only with a cashbox's own. Grants no longer listed are marked at
-// the end of the read, through the deletion guard (CashboxAccessGone).
+// change only with a cashbox's own, or when the row is marked stale (see
+// stale). Grants no longer listed are marked at the end of the read,
+// through the deletion guard (CashboxAccessGone).
 func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc model.Scope, cashbox string, lb Labels, rows []AccessRow) (UpsertResult, error) {
 	users := make([]string, len(rows))
 	payloads := make([][]byte, len(rows))
@@ -135,19 +133,17 @@ func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc model.Scope, cashbox
 WITH up AS (
     INSERT INTO erp.cashbox_access AS t (source, cashbox_id, "user", company_id, branch_id, payload, payload_hash, listed_by)
     SELECT $1, $4, s.usr,
-           CASE WHEN cur."user" IS NULL OR $9 THEN $2 ELSE cur.company_id END,
-           CASE WHEN cur."user" IS NULL OR $9 THEN $3 ELSE cur.branch_id END,
+           CASE WHEN cur."user" IS NULL OR $9 OR `+stale("cur")+` THEN $2 ELSE cur.company_id END,
+           CASE WHEN cur."user" IS NULL OR $9 OR `+stale("cur")+` THEN $3 ELSE cur.branch_id END,
            s.payload, s.hash,
-           CASE WHEN cur."user" IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL THEN $8 ELSE cur.listed_by END
+           CASE WHEN cur."user" IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL OR `+stale("cur")+` THEN $8 ELSE cur.listed_by END
     FROM unnest($5::text[], $6::jsonb[], $7::bytea[]) AS s(usr, payload, hash)
     LEFT JOIN erp.cashbox_access cur ON cur.source = $1 AND cur.cashbox_id = $4 AND cur."user" = s.usr
     WHERE cur."user" IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
        OR ($9 AND (cur.company_id <> $2 OR cur.branch_id <> $3))
     ON CONFLICT (source, cashbox_id, "user") DO UPDATE SET payload = EXCLUDED.payload,
         payload_hash = EXCLUDED.payload_hash, company_id = EXCLUDED.company_id,
-        branch_id = EXCLUDED.branch_id, listed_by = EXCLUDED.listed_by,
-        synced_at = CASE WHEN t.payload IS DISTINCT FROM EXCLUDED.payload OR t.deleted_at IS NOT NULL THEN now() ELSE t.synced_at END,
-        deleted_at = NULL
+        branch_id = EXCLUDED.branch_id, listed_by = EXCLUDED.listed_by, deleted_at = NULL
     RETURNING (xmax = 0) AS inserted
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
@@ -260,7 +256,8 @@ type JournalLine struct {
 	Payload       []byte
 }
 
-// ReplaceJournalLines stores the lines of one document version.
+// ReplaceJournalLines stores the lines of one document version; the
+// table's trigger keeps the lines it replaces in erp.journal_lines_history.
 func ReplaceJournalLines(ctx context.Context, tx pgx.Tx, sc model.Scope, kind string, doc Document, lines []JournalLine) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM erp.journal_lines WHERE source = $1 AND document_kind = $2 AND document_id = $3`,
 		sc.Source, kind, doc.ID); err != nil {
@@ -277,7 +274,7 @@ func ReplaceJournalLines(ctx context.Context, tx pgx.Tx, sc model.Scope, kind st
 	}
 	if _, err := tx.Exec(ctx, `
 INSERT INTO erp.journal_line_documents (source, document_kind, document_id, document_hash) VALUES ($1, $2, $3, $4)
-ON CONFLICT (source, document_kind, document_id) DO UPDATE SET document_hash = EXCLUDED.document_hash, synced_at = now()`,
+ON CONFLICT (source, document_kind, document_id) DO UPDATE SET document_hash = EXCLUDED.document_hash`,
 		sc.Source, kind, doc.ID, doc.Hash); err != nil {
 		return fmt.Errorf("journal lines of %s %s: %w", kind, doc.ID, Describe(err))
 	}

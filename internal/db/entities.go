@@ -25,15 +25,12 @@ type Table struct {
 	Name    string   // schema-qualified, e.g. erp.invoices
 	Columns []string // typed columns, in the order of Row.Values
 
-	ident     pgx.Identifier
-	stage     string
-	copyCols  []string
-	stageCols []string // copyCols and own_labels
-	createSQL string
-	upsertSQL string
-	// historySQL is upsertSQL that first keeps the versions it replaces
-	// in <Name>_history.
-	historySQL string
+	ident      pgx.Identifier
+	stage      string
+	copyCols   []string
+	stageCols  []string // copyCols and own_labels
+	createSQL  string
+	upsertSQL  string
 	changedSQL string
 	deleteSQL  string
 	goneSQL    string
@@ -63,15 +60,17 @@ func NewTable(name string, columns ...string) *Table {
 	// What an existing row becomes: labels change only when the record
 	// carries its own (another login listing it changes none), and the
 	// login deciding its deletion changes only when it had none or the row
-	// comes back from deletion.
+	// comes back from deletion. A row marked stale (its payload, labels or
+	// listed_by were changed by something other than a sync, see
+	// erp.guard_rows) takes them all from the sync again.
 	sel := []string{"s.source", "s.id",
-		"CASE WHEN cur.id IS NULL OR s.own_labels THEN s.company_id ELSE cur.company_id END",
-		"CASE WHEN cur.id IS NULL OR s.own_labels THEN s.branch_id ELSE cur.branch_id END"}
+		"CASE WHEN cur.id IS NULL OR s.own_labels OR " + stale("cur") + " THEN s.company_id ELSE cur.company_id END",
+		"CASE WHEN cur.id IS NULL OR s.own_labels OR " + stale("cur") + " THEN s.branch_id ELSE cur.branch_id END"}
 	for _, c := range columns {
 		sel = append(sel, "s."+c)
 	}
 	sel = append(sel, "s.payload", "s.payload_hash",
-		"CASE WHEN cur.id IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL THEN s.listed_by ELSE cur.listed_by END")
+		"CASE WHEN cur.id IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL OR "+stale("cur")+" THEN s.listed_by ELSE cur.listed_by END")
 	sCols := strings.Join(sel, ", ")
 	var set []string
 	for _, c := range t.copyCols[2:] {
@@ -83,9 +82,12 @@ func NewTable(name string, columns ...string) *Table {
 	// The LEFT JOIN drops unchanged rows before they reach ON CONFLICT:
 	// DO UPDATE ... WHERE false still locks and WAL-logs the row, and an
 	// unchanged re-sync must write nothing. The hash makes that test cheap;
-	// the DO UPDATE WHERE is the exact test on the payload itself.
-	upsert := fmt.Sprintf(`
-up AS (
+	// the DO UPDATE WHERE is the exact test on the payload itself. The
+	// table's trigger (erp.guard_rows) keeps the version an update
+	// replaces in the table's history and stamps synced_at: whoever
+	// changes a row leaves that trace, the sync included.
+	t.upsertSQL = fmt.Sprintf(`
+WITH up AS (
     INSERT INTO %[1]s AS t (%[2]s)
     SELECT %[3]s
     FROM %[4]s s
@@ -94,31 +96,14 @@ up AS (
        OR cur.payload_hash <> s.payload_hash
        OR cur.deleted_at IS NOT NULL
        OR (s.own_labels AND (cur.company_id <> s.company_id OR cur.branch_id <> s.branch_id))
-    ON CONFLICT (source, id) DO UPDATE SET %[5]s,
-        synced_at = CASE WHEN %[6]s THEN now() ELSE t.synced_at END, deleted_at = NULL
+    ON CONFLICT (source, id) DO UPDATE SET %[5]s, deleted_at = NULL
     WHERE %[6]s
        OR %[7]s
+       OR %[8]s
     RETURNING (xmax = 0) AS inserted
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
-		name, cols, sCols, t.stage, strings.Join(set, ", "), rewrites("t", "EXCLUDED"), relabels("t", "EXCLUDED"))
-	t.upsertSQL = "WITH " + upsert
-
-	// The version a row is about to lose, read in the same statement (a
-	// data-modifying WITH sees the table as it was before the statement)
-	// and under the same condition as the overwrite. A version written
-	// earlier in this transaction (the same id on two pages of a group)
-	// was never visible to anyone and is not kept.
-	hCols := append(slices.Clone(t.copyCols), "first_seen_at")
-	t.historySQL = fmt.Sprintf(`
-WITH kept AS (
-    INSERT INTO %[1]s_history (%[2]s, valid_from, valid_to, ended_by)
-    SELECT cur.%[3]s, cur.synced_at, coalesce(cur.deleted_at, now()),
-           CASE WHEN cur.deleted_at IS NULL THEN 'change' ELSE 'deletion' END
-    FROM %[4]s s
-    JOIN (SELECT * FROM %[1]s WHERE source = $1 AND id = ANY($2::text[])) cur ON cur.id = s.id
-    WHERE (%[5]s) AND coalesce(cur.deleted_at, now()) > cur.synced_at
-), %[6]s`, name, strings.Join(hCols, ", "), strings.Join(hCols, ", cur."), t.stage, rewrites("cur", "s"), upsert)
+		name, cols, sCols, t.stage, strings.Join(set, ", "), rewrites("t", "EXCLUDED"), relabels("t", "EXCLUDED"), stale("t"))
 
 	// Labels are compared only where the record carries its own: they
 	// never flip because another login listed the record.
@@ -158,7 +143,7 @@ JOIN %s t ON t.source = $1 AND t.id = s.id AND t.payload_hash = s.hash AND t.del
 
 // rewrites is the one test of whether a row's stored version (alias old)
 // is replaced by an incoming one (alias new): its content differs, or it
-// comes back from deletion. A replaced version is kept in the history.
+// comes back from deletion.
 func rewrites(old, new string) string {
 	return fmt.Sprintf(`(%[1]s.payload IS DISTINCT FROM %[2]s.payload
        OR %[1]s.deleted_at IS NOT NULL)`, old, new)
@@ -166,10 +151,19 @@ func rewrites(old, new string) string {
 
 // relabels tests whether a row's labels change with the same content: the
 // record's own company or branch now differs from what the row carries
-// (written before the record's own were read). Relabelling keeps no
-// version: the record did not change.
+// (written before the record's own were read).
 func relabels(old, new string) string {
 	return fmt.Sprintf(`(%[1]s.company_id <> %[2]s.company_id OR %[1]s.branch_id <> %[2]s.branch_id)`, old, new)
+}
+
+// stale tests whether a row (alias t) carries erp.stale_hash(): its
+// payload, labels, listed_by or typed columns were changed without its
+// hash, so it is written again from the record, all of it. The sync's
+// own relabelling and returning rows earn the mark too (their hash does
+// not change) and are then written once more by the next sweep that
+// compares them: a few rows, and one rule for every writer.
+func stale(t string) string {
+	return t + ".payload_hash = erp.stale_hash()"
 }
 
 // decidedBy is the one rule of which rows a login's complete read decides
@@ -236,9 +230,6 @@ type UpsertOptions struct {
 	// (UpsertResult.OthersListed): logins of different branches listing
 	// the same records read company-wide lists.
 	CountOthers bool
-	// History keeps the versions the upsert replaces in the table's
-	// history (<Name>_history).
-	History bool
 }
 
 // Upsert writes rows (ids unique within the slice) in bulk: COPY into the
@@ -318,11 +309,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc SweepScope, rows []Row
 	if err != nil {
 		return res, fmt.Errorf("%s copy to staging: %w", t.Name, Describe(err))
 	}
-	upsert := t.upsertSQL
-	if opts.History {
-		upsert = t.historySQL
-	}
-	if err := tx.QueryRow(ctx, upsert, sc.Source, changedIDs).Scan(&res.Inserted, &res.Updated); err != nil {
+	if err := tx.QueryRow(ctx, t.upsertSQL, sc.Source, changedIDs).Scan(&res.Inserted, &res.Updated); err != nil {
 		return res, fmt.Errorf("%s upsert: %w", t.Name, Describe(err))
 	}
 	res.Unchanged += n - res.Inserted - res.Updated
@@ -499,3 +486,47 @@ func (s *rowSource) Values() ([]any, error) {
 
 // seenSQL records a page's ids as seen by the sweep.
 const seenSQL = `INSERT INTO erp.sweep_seen (sweep_id, id) SELECT $1, unnest($2::text[])`
+
+// ChangedSince lists the ids of the source's rows that something other
+// than the page transactions of sweep sweepID (of k) changed since that
+// sweep began. A page the ERP answers as it answered that sweep is
+// skipped without comparing its rows ("known"): that holds only while
+// its rows are as that sweep left them, and these are the rows that may
+// not be. The sweep's own writes are told apart by transaction (the
+// versions its pages wrote carry the transaction ids of the pages'
+// digests), not by time: a sweep writes in every page it changes, and
+// counting those would compare again every page after a sweep that
+// changed one row in a hundred. Changes are read from the table's
+// history, which its trigger writes for every update whoever makes it
+// (an index on valid_to); a table without one is read by synced_at.
+//
+// Both the digests and the sweep's start are bookkeeping the daemon's
+// role writes: a login of that role that forges them after changing a
+// row keeps the row from this shortcut (not from its history, nor from
+// erpsync verify).
+func (t *Table) ChangedSince(ctx context.Context, q Querier, k StreamKey, sweepID int64) ([]string, error) {
+	var hist bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.Name+"_history").Scan(&hist); err != nil {
+		return nil, fmt.Errorf("%s: rows changed since sweep %d: %w", t.Name, sweepID, Describe(err))
+	}
+	changed := fmt.Sprintf(`SELECT t.id FROM %s t WHERE t.source = $1 AND t.synced_at >= (SELECT began FROM sweep)`, t.ident.Sanitize())
+	if hist {
+		h := slices.Clone(t.ident)
+		h[len(h)-1] += "_history"
+		changed = fmt.Sprintf(`SELECT DISTINCT t.id FROM %s t WHERE t.source = $1 AND t.valid_to >= (SELECT began FROM sweep)`, h.Sanitize())
+	}
+	rows, err := q.Query(ctx, `
+WITH sweep AS (
+    SELECT coalesce(max(last_sweep_started_at), '-infinity') AS began FROM erp.sync_checkpoints
+    WHERE source = $1 AND stream = $2 AND login = $3 AND last_sweep_id = $4),
+pages AS (SELECT xmin AS tx FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $3 AND sweep_id = $4)
+`+changed+` AND t.xmin NOT IN (SELECT tx FROM pages)`, k.Source, k.Stream, k.Login, sweepID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: rows changed since sweep %d: %w", t.Name, sweepID, Describe(err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("%s: rows changed since sweep %d: %w", t.Name, sweepID, Describe(err))
+	}
+	return ids, nil
+}

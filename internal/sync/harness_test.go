@@ -34,8 +34,6 @@ type harness struct {
 	pages  int
 	// prefixes are the installation's path prefixes (messaging).
 	prefixes map[string]string
-	// history is the configuration's history setting per stream.
-	history map[string]bool
 	// settings are the streams' own settings, by stream.
 	settings map[string]map[string]string
 	// driftStop are the streams whose drift policy is stop.
@@ -109,7 +107,7 @@ func (h *harness) runCtx(ctx context.Context, stream string, run runFunc) sync.R
 // target is the simulator as one source with one login.
 func (h *harness) target() sync.Target {
 	return sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages,
-		Prefixes: h.prefixes, History: h.history, Settings: h.settings, DriftStop: h.driftStop}
+		Prefixes: h.prefixes, Settings: h.settings, DriftStop: h.driftStop}
 }
 
 func (h *harness) mustRun(stream string) sync.Result {

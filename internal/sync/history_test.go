@@ -70,8 +70,8 @@ func TestHistoryKeepsEveryVersionWithItsRange(t *testing.T) {
 	if validTo.Before(loaded) || validTo.After(afterChange) {
 		t.Errorf("valid_to %s is not between the syncs (%s, %s)", validTo, loaded, afterChange)
 	}
-	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != 1 {
-		t.Errorf("%d versions kept, want 1: deleting keeps the live row, not a version", n)
+	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != 2 {
+		t.Errorf("%d versions kept, want 2: the changed invoice's and the deleted one's", n)
 	}
 
 	// As of the first load: everything as it was. As of now: as it is.
@@ -82,17 +82,22 @@ func TestHistoryKeepsEveryVersionWithItsRange(t *testing.T) {
 		t.Errorf("as of now: %s over %d rows, want %s over %d", sum, n, h.sim.InvoiceTotal(), originalCount-1)
 	}
 
-	// The deleted invoice comes back: the version it had until its
-	// deletion is kept, ended by the deletion, and the gap stays a gap.
-	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice { return append(inv, gone) })
-	h.mustRun("invoices")
-	back := h.clock()
+	// The deleted invoice's version until its deletion was kept when it
+	// was marked, ended by the deletion. It comes back: the gap stays a
+	// gap, and no second version is written.
 	var deletedAt time.Time
 	err = h.pool.QueryRow(context.Background(), `SELECT valid_to FROM erp.invoices_history
 		WHERE source = $1 AND id = $2 AND ended_by = 'deletion'`, h.source, fmt.Sprint(gone.ID)).Scan(&deletedAt)
 	if err != nil {
-		t.Fatalf("the returning invoice's version before its deletion: %v", err)
+		t.Fatalf("the deleted invoice's version before its deletion: %v", err)
 	}
+	if got := h.text(`SELECT (deleted_at = $3 AND synced_at = $3)::text FROM erp.invoices WHERE source = $1 AND id = $2`,
+		h.source, fmt.Sprint(gone.ID), deletedAt); got != "true" {
+		t.Errorf("the deleted row's deleted_at and synced_at are not its version's end (%s)", got)
+	}
+	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice { return append(inv, gone) })
+	h.mustRun("invoices")
+	back := h.clock()
 	present := func(ts time.Time) int64 {
 		return h.count(`SELECT count(*) FROM erp.invoices_as_of($1) WHERE id = $2`, ts, fmt.Sprint(gone.ID))
 	}
@@ -112,87 +117,26 @@ func TestHistoryKeepsEveryVersionWithItsRange(t *testing.T) {
 	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != 2 {
 		t.Errorf("an unchanged re-sync kept versions: %d, want 2", n)
 	}
-
-	// Turned off in the configuration: changes overwrite without a trace.
-	h.history = map[string]bool{"invoices": false}
-	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
-		inv[10].TotalBC = inv[10].TotalBC.Add(decimal.RequireFromString("1"))
-		return inv
-	})
-	h.mustRun("invoices")
-	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != 2 {
-		t.Errorf("history off: %d versions, want still 2", n)
-	}
-	if got := h.text(`SELECT total_bc::text FROM erp.invoices WHERE source = $1 AND id = $2`, h.source, fmt.Sprint(changed.ID)); got != changed.TotalBC.Add(decimal.RequireFromString("1")).String() {
-		t.Errorf("history off: the change was not written: %s", got)
-	}
 }
 
-// History follows the configuration (Target.History, which cli builds
-// from each stream's `history` key) in both directions: a stream whose
-// default is on (invoices) keeps no version when configured off, and one
-// whose default is off (messaging conversations) keeps versions when
-// configured on. The same streams left to their defaults are the control:
-// without them the first two cases could pass with a configuration that
-// is ignored.
-func TestHistoryOnByConfiguration(t *testing.T) {
+// Every stream with a history table keeps versions, its default of
+// before included: the messaging lists kept none unless configured, and
+// now Postgres writes theirs as it writes the invoices'.
+func TestEveryHistoryTableKeepsVersions(t *testing.T) {
 	t.Parallel()
 	const conversationsPath = "/messaging/api/conversations/"
-	changeInvoice := func(h *harness) {
-		h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
-			inv[10].TotalBC = inv[10].TotalBC.Add(decimal.RequireFromString("1.00"))
-			return inv
-		})
+	h := newHarness(t, erpsim.Options{Invoices: 50})
+	h.mustRun("messaging_conversations")
+	rows := h.count(`SELECT count(*) FROM erp.messaging_conversations`)
+	if rows == 0 {
+		t.Fatal("erp.messaging_conversations is empty after a sync")
 	}
 	// Every conversation gains a field, as an ERP release would add one.
-	changeConversations := func(h *harness) {
-		h.sim.SetFieldDrift(conversationsPath, map[string]json.RawMessage{"priority": json.RawMessage(`"high"`)}, nil)
+	h.sim.SetFieldDrift(conversationsPath, map[string]json.RawMessage{"priority": json.RawMessage(`"high"`)}, nil)
+	if res := h.mustRun("messaging_conversations"); res.Stats.Updated != rows {
+		t.Fatalf("the re-sync after the change updated %d of %d rows", res.Stats.Updated, rows)
 	}
-	for _, tt := range []struct {
-		name    string
-		stream  string
-		history map[string]bool
-		change  func(*harness)
-		// versions wanted after the change: -1 for one per row of the
-		// stream's table.
-		versions int64
-	}{
-		{"default on, configured off", "invoices", map[string]bool{"invoices": false}, changeInvoice, 0},
-		{"default off, configured on", "messaging_conversations", map[string]bool{"messaging_conversations": true}, changeConversations, -1},
-		{"default on, not configured", "invoices", nil, changeInvoice, 1},
-		{"default off, not configured", "messaging_conversations", nil, changeConversations, 0},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t, erpsim.Options{Invoices: 50})
-			h.history = tt.history
-			table := "erp." + tt.stream
-			h.mustRun(tt.stream)
-			rows := h.count(`SELECT count(*) FROM ` + table)
-			if rows == 0 {
-				t.Fatalf("%s is empty after a sync", table)
-			}
-			tt.change(h)
-			if res := h.mustRun(tt.stream); res.Stats.Updated == 0 {
-				t.Fatalf("the re-sync after the change updated no row: %+v", res.Stats)
-			}
-			want := tt.versions
-			if want < 0 {
-				want = rows
-			}
-			if n := h.count(`SELECT count(*) FROM ` + table + `_history`); n != want {
-				t.Errorf("%s: %d versions kept, want %d", table, n, want)
-			}
-			if tt.stream == "messaging_conversations" {
-				// The change reached the rows either way; the versions
-				// kept are the rows as they were before it.
-				if n := h.count(`SELECT count(*) FROM ` + table + ` WHERE payload ? 'priority'`); n != rows {
-					t.Errorf("%d of %d conversations carry the new field", n, rows)
-				}
-				if n := h.count(`SELECT count(*) FROM ` + table + `_history WHERE payload ? 'priority'`); n != 0 {
-					t.Errorf("%d kept versions carry the new field; a version is the row before the change", n)
-				}
-			}
-		})
+	if n := h.count(`SELECT count(*) FROM erp.messaging_conversations_history WHERE NOT payload ? 'priority'`); n != rows {
+		t.Errorf("%d versions of the conversations as they were, want %d", n, rows)
 	}
 }

@@ -43,10 +43,13 @@ type List struct {
 	// Month is the field whose YYYY-MM puts a record in a month for the
 	// sums `erpsync verify` compares ("" : one total).
 	Month string
-	// History says whether the stream keeps the versions its rows replace
-	// in erp.<Stream>_history (which its migration creates with CALL
-	// erp.add_history('<Stream>')).
+	// History says whether the stream's table has a history,
+	// erp.<Stream>_history, which its migration creates with CALL
+	// erp.add_history('<Stream>') and Postgres writes.
 	History History
+	// Access is the rule by which scoped logins read the table (the zero
+	// value: by company).
+	Access Access
 	// AfterWrite runs in a page's transaction when it inserted or updated
 	// rows, with the ids of the page's rows (the currency rate history).
 	AfterWrite func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error
@@ -54,17 +57,6 @@ type List struct {
 	table *Table
 }
 
-// keepsHistory is whether a stream keeps history for the target: as
-// configured, else its default.
-func keepsHistory(t Target, name string, h History) bool {
-	if h == NoHistory {
-		return false
-	}
-	if on, ok := t.History[name]; ok {
-		return on
-	}
-	return h == HistoryOn
-}
 
 // Name is the stream's name.
 func (l *List) Name() string { return l.Stream }
@@ -72,7 +64,8 @@ func (l *List) Name() string { return l.Stream }
 // Info declares the list's route and table.
 func (l *List) Info() Info {
 	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: l.Schedule,
-		Follows: l.follows(), SweepSchedule: l.SweepSchedule, Core: l.Core, History: l.History, Rows: l.table, Month: l.Month}
+		Follows: l.follows(), SweepSchedule: l.SweepSchedule, Core: l.Core, History: l.History, Access: l.Access, Rows: l.table,
+		Month: l.Month}
 }
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.
@@ -169,24 +162,43 @@ func (l *List) reprepare(page *preparedPage) {
 // knownPages are the pages of a stream's last complete sweep, by a digest
 // of their request, with the digest of what the ERP answered then. The
 // request's digest also covers the stream's definition and the run's
-// scope, so a changed definition or scope knows no page.
+// scope, so a changed definition or scope knows no page. A page holding a
+// row changed since that sweep by anything but the sweep (a follow run,
+// or a hand in the warehouse: see db.Table.ChangedSince) is not known: its
+// rows may not be as that answer left them.
 type knownPages struct {
 	on      bool   // the sweep records its pages (all but bulk loads' pages are looked up)
 	context []byte // what the request digest covers besides the request
 	answers db.Answers
+	changed map[string]bool
 }
 
 // digestVersion changes whenever the way records become rows changes: the
 // pages a previous version recorded are then known no more.
 const digestVersion = "3"
 
-func (l *List) knownPages(sc model.Scope, answers db.Answers) knownPages {
+func (l *List) knownPages(sc model.Scope, answers db.Answers, changed []string) knownPages {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00", digestVersion, l.Stream, sc.Source, sc.Login, sc.CompanyID, sc.BranchID)
 	for _, c := range l.Columns {
 		fmt.Fprintf(h, "%s\x00%s\x00%q\x00%d\x00%t\x00%d\x00", c.Name, c.Field, c.Alt, c.Type, c.Lenient, c.Scale)
 	}
-	return knownPages{on: true, context: h.Sum(nil), answers: answers}
+	k := knownPages{on: true, context: h.Sum(nil), answers: answers, changed: make(map[string]bool, len(changed))}
+	for _, id := range changed {
+		k.changed[id] = true
+	}
+	return k
+}
+
+// touched reports whether one of rows changed since the known pages'
+// sweep.
+func (k knownPages) touched(rows []db.Row) bool {
+	for _, r := range rows {
+		if k.changed[r.ID] {
+			return true
+		}
+	}
+	return false
 }
 
 func (k knownPages) request(p *erp.Page) [sha256.Size]byte {

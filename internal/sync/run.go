@@ -79,9 +79,6 @@ func (r *Run) Int(key string) (int, error) {
 // that reads less than everything on later runs reads everything again.
 func (r *Run) AfterReset(ctx context.Context) (bool, error) { return db.ResetSince(ctx, r.conn, r.key) }
 
-// KeepsHistory is whether the run keeps the versions its rows replace:
-// as the source's configuration says, else the stream's default.
-func (r *Run) KeepsHistory() bool { return keepsHistory(r.target, r.key.Stream, r.info.History) }
 
 // Path is p with a leading {name} replaced by the source's prefix of that
 // name; an unknown name is left as it is, to fail visibly.
@@ -141,11 +138,12 @@ func (r *Run) Drift(d ...db.Drift) { r.drift = append(r.drift, d...) }
 
 // Upsert writes rows of a stream's table (made by Table.Row) in a step's
 // transaction, as a list writes its pages: new and changed rows only,
-// labels as the records carry them, the versions they replace kept when
-// the run keeps history. It returns what it did, for the step's counters.
+// labels as the records carry them (the table's trigger keeps the
+// versions they replace). It returns what it did, for the step's
+// counters.
 func (r *Run) Upsert(ctx context.Context, tx pgx.Tx, t *Table, rows []db.Row) (model.RunStats, error) {
 	rows = KeepLast(rows, func(row db.Row) string { return row.ID }, nil)
-	up, err := t.db.Upsert(ctx, tx, db.SweepScope{Scope: r.scope}, rows, db.UpsertOptions{History: r.KeepsHistory()})
+	up, err := t.db.Upsert(ctx, tx, db.SweepScope{Scope: r.scope}, rows, db.UpsertOptions{})
 	return model.RunStats{Pages: 1, Seen: int64(len(rows)), Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
 }
 
@@ -162,6 +160,9 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 		return fmt.Errorf("%s: %w", r.key.Stream, err)
 	}
 	r.scope = model.Scope{Source: r.target.Source, Login: r.login.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}
+	if err := db.RecordLogin(ctx, r.conn, r.scope); err != nil {
+		return err
+	}
 	switch s := s.(type) {
 	case *List:
 		if r.kind == model.KindFollow {

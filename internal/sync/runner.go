@@ -75,10 +75,6 @@ type Target struct {
 	// stream's path that starts with {name} is read under that prefix
 	// (the messaging channel's differs between installations).
 	Prefixes map[string]string
-	// History says, per stream, whether to keep the versions rows
-	// replace, where the configuration says; other streams follow their
-	// default (Info.History).
-	History map[string]bool
 	// Settings are the streams' own settings (Info.Settings), by stream,
 	// every one filled in.
 	Settings map[string]map[string]string

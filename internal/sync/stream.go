@@ -85,7 +85,8 @@ type Info struct {
 	SweepSchedule string
 	// Core streams are enabled when the configuration names no streams.
 	Core bool
-	// History is whether it keeps the versions its rows replace.
+	// History is whether its table has a history (versions Postgres
+	// writes on every change).
 	History History
 	// Rows is the table it writes rows of as lists do (Table.Row,
 	// Run.Upsert), if it does: its name, money columns and expected
@@ -95,6 +96,10 @@ type Info struct {
 	// writes no Rows.
 	Table string
 	Money []string
+	// Access is the rule by which scoped logins read its table (and its
+	// history); the zero value is by company. Its migration puts the same
+	// rule on the table (erp.apply_access), which a catalog test checks.
+	Access Access
 	// Month is the record field whose YYYY-MM groups the money sums
 	// `erpsync verify` compares ("": one total per column).
 	Month string
@@ -179,15 +184,15 @@ func parseInt(v string, min, max int) (int, error) {
 	return n, nil
 }
 
-// History is whether, by default, a stream keeps the versions its rows
-// replace; a source's configuration may change the default of a stream
-// that has a history table.
+// History is whether a stream's table has a history table. Postgres
+// writes its versions, on every change whoever makes it; the configuration
+// (history, ERPSYNC_HISTORY) no longer turns them off, and only the
+// schema's owner can (ALTER TABLE ... DISABLE TRIGGER guard_rows).
 type History int
 
 const (
-	NoHistory  History = iota // no history table
-	HistoryOff                // a history table, kept when configured
-	HistoryOn                 // kept unless configured off
+	NoHistory History = iota // no history table
+	HistoryOn                // a history table
 )
 
 // Validator is a Stream that can check its own definition; Catalog.Add

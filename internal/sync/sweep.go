@@ -110,14 +110,18 @@ const keptAnchors = 3
 // login's last complete sweep.
 func (l *List) newSweep(ctx context.Context, r *Run, cp db.Checkpoint) (*sweep, error) {
 	var answers db.Answers
+	var changed []string
 	if !cp.BulkLoad && cp.LastSweepID != 0 {
 		var err error
 		if answers, err = db.PageDigests(ctx, r.conn, r.key, cp.LastSweepID); err != nil {
 			return &sweep{cp: cp}, err
 		}
+		if changed, err = l.table.db.ChangedSince(ctx, r.conn, r.key, cp.LastSweepID); err != nil {
+			return &sweep{cp: cp}, err
+		}
 	}
 	r.sweepID = cp.SweepID
-	s := &sweep{run: r, list: l, cp: cp, pages: l.knownPages(r.scope, answers),
+	s := &sweep{run: r, list: l, cp: cp, pages: l.knownPages(r.scope, answers, changed),
 		trail: orderTrail{order: cp.Order, last: cp.LastID, max: cp.MaxKey}}
 	if cp.Pages > 0 && cp.Order == "" && cp.LastID == "" {
 		// A sweep begun by a release that did not follow the order of

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
@@ -40,39 +41,8 @@ func legacyWarehouse(t *testing.T, sim *erpsim.Sim, user erpsim.User) (*pgxpool.
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	defer sqlDB.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithGoMigrations(migrations.Go...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, releaseBefore); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	c, err := erp.New(erp.Options{BaseURL: srv.URL, Username: user.Username, Password: user.Password})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pages := c.List(erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 100})
-	for !pages.Done() {
-		page, err := pages.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, raw := range page.Records {
-			id, _, _ := page.Parsed[i].Text("id")
-			total, _, _ := page.Parsed[i].Money("total_bc")
-			h := sha256.Sum256(raw)
-			if _, err := pool.Exec(ctx, `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash,
-				first_seen_at, synced_at) VALUES ('main', $1, '1', '1', $2, $3, $4, now() - interval '2 days', now() - interval '1 day')`,
-				id, db.Numeric(total), []byte(raw), h[:]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		page.Release()
-	}
+	migrateUpTo(t, pool, releaseBefore)
+	writeInvoicesAsBefore(t, pool, sim, user, 100, "", 1)
 	if _, err := pool.Exec(ctx, `
 INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, first_seen_at, valid_from, valid_to, ended_by)
 SELECT source, id, company_id, branch_id, total_bc - 1, payload, '\x00', first_seen_at, first_seen_at, synced_at, 'change'
@@ -87,6 +57,71 @@ VALUES ('main', 'invoices', 'succeeded', now() - interval '1 day', now() - inter
 		t.Fatal(err)
 	}
 	return pool, url, scoped
+}
+
+// writeInvoicesAsBefore writes every invoice sim lists to user, read in
+// pages of pageSize, as a release before wrote them: labelled company 1
+// branch 1, listed by listedBy ("" for a schema before logins), written
+// days ago and first seen the day before. It returns the cursor after the
+// first page and that page's ids.
+func writeInvoicesAsBefore(t *testing.T, pool *pgxpool.Pool, sim *erpsim.Sim, user erpsim.User, pageSize int, listedBy string, days int) (string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	c, err := erp.New(erp.Options{BaseURL: srv.URL, Username: user.Username, Password: user.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash, first_seen_at, synced_at)
+		VALUES ('main', $1, '1', '1', $2, $3, $4, now() - make_interval(days => $5 + 1), now() - make_interval(days => $5))`
+	if listedBy != "" {
+		insert = `INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash, first_seen_at, synced_at, listed_by)
+		VALUES ('main', $1, '1', '1', $2, $3, $4, now() - make_interval(days => $5 + 1), now() - make_interval(days => $5), $6)`
+	}
+	var cursor string
+	var firstPage []string
+	pages := c.List(erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: pageSize})
+	for n := 0; !pages.Done(); n++ {
+		page, err := pages.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, raw := range page.Records {
+			id, _, _ := page.Parsed[i].Text("id")
+			total, _, _ := page.Parsed[i].Money("total_bc")
+			h := sha256.Sum256(raw)
+			args := []any{id, db.Numeric(total), []byte(raw), h[:], days}
+			if listedBy != "" {
+				args = append(args, listedBy)
+			}
+			if _, err := pool.Exec(ctx, insert, args...); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				firstPage = append(firstPage, id)
+			}
+		}
+		if n == 0 {
+			cursor = page.NextCursor
+		}
+		page.Release()
+	}
+	return cursor, firstPage
+}
+
+// migrateUpTo applies the migrations up to version, as pool's role.
+func migrateUpTo(t *testing.T, pool *pgxpool.Pool, version int64) {
+	t.Helper()
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithGoMigrations(migrations.Go...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // migrateUp applies the migrations after releaseBefore.
@@ -207,29 +242,47 @@ func TestUpgradeFromTheReleaseBefore(t *testing.T) {
 	}
 }
 
-// TestRelabellingKeepsNoVersion: a record whose payload is unchanged but
+// TestRelabellingKeepsAVersion: a record whose payload is unchanged but
 // whose own labels differ from the row's (written before its labels were
-// read) is relabelled in place: no version, synced_at unchanged.
-func TestRelabellingKeepsNoVersion(t *testing.T) {
+// read) is relabelled: the row as it was is kept as a version, synced_at
+// moves (so a later change has a version of its own, not one on the same
+// key), and the row is marked stale (its labels changed, its hash did
+// not), which the next sweep that compares it clears without a version.
+func TestRelabellingKeepsAVersion(t *testing.T) {
 	h := newHarness(t, erpsim.Options{Invoices: 60, Users: branchUsers, RecordLabels: erpsim.LabelsIDs})
 	h.client = h.newClient(erp.Options{Username: "sync-riyadh", Password: "riyadh-pw"})
 	h.mustRun("invoices")
 	// As the release before would have it: every row with the token's
-	// labels.
-	if _, err := h.pool.Exec(context.Background(), `UPDATE erp.invoices SET branch_id = '1', listed_by = NULL`); err != nil {
+	// labels (written as it wrote them, not as a change of today).
+	if _, err := h.pool.Exec(context.Background(), `ALTER TABLE erp.invoices DISABLE TRIGGER guard_rows;
+		UPDATE erp.invoices SET branch_id = '1', listed_by = NULL; ALTER TABLE erp.invoices ENABLE TRIGGER guard_rows`); err != nil {
 		t.Fatal(err)
 	}
 	before := h.text(`SELECT string_agg(id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`)
 	h.pool.Exec(context.Background(), `DELETE FROM erp.sweep_pages`) // compare every page
 	res := h.mustRun("invoices")
-	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE branch_id = '2'`); n == 0 || res.Stats.Updated != n {
-		t.Errorf("%d rows relabelled to branch 2, %d updated", n, res.Stats.Updated)
+	relabelled := h.count(`SELECT count(*) FROM erp.invoices WHERE branch_id = '2'`)
+	if relabelled == 0 || res.Stats.Updated != relabelled {
+		t.Errorf("%d rows relabelled to branch 2, %d updated", relabelled, res.Stats.Updated)
 	}
-	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != 0 {
-		t.Errorf("relabelling kept %d versions", n)
+	if n := h.count(`SELECT count(*) FROM erp.invoices_history WHERE branch_id = '1' AND ended_by = 'change'`); n != relabelled {
+		t.Errorf("relabelling kept %d versions, want %d", n, relabelled)
 	}
-	if after := h.text(`SELECT string_agg(id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
-		t.Error("relabelling moved synced_at")
+	if n := h.count(`SELECT count(*) FROM erp.invoices i WHERE branch_id = '2' AND synced_at <= (SELECT max(first_seen_at) FROM erp.invoices)`); n != 0 {
+		t.Errorf("relabelling left synced_at of %d rows where it was (%s)", n, before[:40])
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE payload_hash = erp.stale_hash()`); n != relabelled {
+		t.Errorf("%d relabelled rows marked stale, want %d", n, relabelled)
+	}
+	// The next sweep that compares them writes their hash again, and
+	// nothing else: no version, no label moves.
+	h.pool.Exec(context.Background(), `DELETE FROM erp.sweep_pages`)
+	h.mustRun("invoices")
+	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE payload_hash = erp.stale_hash()`); n != 0 {
+		t.Errorf("%d rows still marked stale after a sweep compared them", n)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != relabelled {
+		t.Errorf("%d versions after the sweep that cleared the marks, want %d", n, relabelled)
 	}
 }
 
@@ -290,4 +343,184 @@ func TestOlderBinaryRefusesNewerSchema(t *testing.T) {
 	if res := h.mustRun("invoices"); res.Stats.Updated != 1 {
 		t.Errorf("on its own schema again, the run updated %d rows, want the one changed", res.Stats.Updated)
 	}
+}
+
+// previousRelease is the schema version of the release before the
+// hardened access model (fd15670).
+const previousRelease = 15
+
+// TestUpgradeOfAnInterruptedSweep: a warehouse written by the previous
+// release (schema 15), as its owner migrates it, in the middle of a sweep
+// (its checkpoint holds the sweep, a cursor and the ids of the page
+// done), with versions of before, a row deleted before (its deleted_at
+// after its synced_at) that the ERP lists again, and snapshots and
+// journal lines. After migration 16, the daemon's role resumes the very
+// sweep and completes it: the change and the deletion it finds, and the
+// row that comes back, each leave their version (the returning one its
+// version until the deletion of before); the warehouse as of a time
+// before the upgrade answers as it did; rows the rewriting tables lose
+// are kept; and a login scoped before reads its company, and its login's
+// bookkeeping once the run has said whose it is.
+func TestUpgradeOfAnInterruptedSweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := erpsim.New(erpsim.Options{Invoices: 250, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
+	admin := testdb.EmptyOwned(t)
+	owner, err := db.Open(ctx, testdb.OwnerURL(admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(owner.Close)
+	migrateUpTo(t, owner, previousRelease)
+	pool, err := db.Open(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	q := func(sql string, args ...any) string {
+		t.Helper()
+		var s *string
+		if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return str(s)
+	}
+
+	// Every invoice as the previous release's last complete sweep (6)
+	// wrote it, through the login sync-riyadh (company 1, branch 1), and
+	// the first page of sweep 7, which stopped after it.
+	const login = "sync-riyadh"
+	cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, branchUsers[0], 50, login, 2)
+	invoices := sim.Invoices()
+	back, changed := fmt.Sprint(invoices[120].ID), fmt.Sprint(invoices[200].ID)
+	for _, st := range []struct {
+		sql  string
+		args []any
+	}{
+		// A version of before, and a row the previous release marked
+		// deleted a day ago (the ERP lists it again).
+		{`INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at,
+			valid_from, valid_to, ended_by)
+		  SELECT source, id, company_id, branch_id, total_bc - 1, payload, payload_hash, listed_by, first_seen_at, first_seen_at, synced_at, 'change'
+		  FROM erp.invoices WHERE id = $1`, []any{changed}},
+		{`UPDATE erp.invoices SET deleted_at = now() - interval '1 day' WHERE id = $1`, []any{back}},
+		// A row the ERP no longer lists.
+		{`INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at, synced_at)
+		  VALUES ('main', 'gone', '1', '1', 1.00, '{"id": "gone"}', '\x01', $1, now() - interval '3 days', now() - interval '2 days')`, []any{login}},
+		// Sweep 7, after its first page.
+		{`INSERT INTO erp.sync_checkpoints (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows,
+		      last_sweep_id, last_sweep_started_at, last_sweep_completed_at)
+		  VALUES ('main', 'invoices', $1, 7, now() - interval '1 hour', $2, 1, $3, 6, now() - interval '2 days', now() - interval '2 days')`,
+			[]any{login, cursor, len(firstPage)}},
+		{`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT 7, unnest($1::text[])`, []any{firstPage}},
+		{`INSERT INTO erp.sync_runs (source, stream, login, status, started_at, finished_at, sweep_id)
+		  VALUES ('main', 'invoices', $1, 'cancelled', now() - interval '1 hour', now() - interval '1 hour', 7)`, []any{login}},
+		{`INSERT INTO erp.balance_sheet_snapshots (source, login, as_of, node, depth, company_id, branch_id, balance, payload, payload_hash, synced_at)
+		  VALUES ('main', $1, current_date - 1, 'assets', 0, '1', '1', 10.00, '{}', '\x01', now() - interval '2 days')`, []any{login}},
+		{`INSERT INTO erp.journal_lines (source, document_kind, document_id, line, company_id, branch_id, debit, payload, synced_at)
+		  VALUES ('main', 'journal_entry', 'je-1', '1', '1', '1', 10.00, '{}', now() - interval '2 days')`, nil},
+	} {
+		if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
+			t.Fatalf("%s: %v", st.sql, err)
+		}
+	}
+	scoped := testdb.Role(t)
+	if _, err := pool.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, 'main', '1', '1')`, scoped); err != nil {
+		t.Fatal(err)
+	}
+	asOf := `SELECT count(*) || ' ' || sum(total_bc) FROM erp.invoices_as_of(now() - interval '90 minutes')`
+	before := q(asOf)
+	versions := q(`SELECT count(*)::text FROM erp.invoices_history`)
+
+	// The owner migrates.
+	if _, err := db.Migrate(ctx, owner, nil); err != nil {
+		t.Fatalf("upgrading: %v", err)
+	}
+	if got := q(asOf); got != before {
+		t.Errorf("as of before the upgrade: %s after it, %s before", got, before)
+	}
+	// Bookkeeping of a login not yet identified is the scoped login's
+	// no more.
+	if n := invoiceCountAs(t, testdb.PoolAs(t, admin, scoped), `erp.sync_checkpoints`); n != 0 {
+		t.Errorf("a scoped login reads %d checkpoints of a login never identified", n)
+	}
+
+	// The ERP changed one invoice; the daemon's role resumes sweep 7.
+	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[200].TotalBC = inv[200].TotalBC.Add(decimal.RequireFromString("10.01"))
+		return inv
+	})
+	runner := &sync.Runner{Pool: testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime")), Prefetch: 1}
+	tgt := twoLogins(t, sim)
+	tgt.Source, tgt.Logins = "main", tgt.Logins[:1]
+	res := syncLogins(t, runner, tgt, "invoices")[0]
+	if res.SweepID != 7 || q(`SELECT last_sweep_id::text FROM erp.sync_checkpoints WHERE stream = 'invoices'`) != "7" {
+		t.Errorf("the run after the upgrade ran sweep %d, want the interrupted sweep 7 resumed and completed", res.SweepID)
+	}
+	if res.Stats.Updated != 2 || res.Stats.Deleted != 1 {
+		t.Errorf("the resumed sweep: %+v; want the changed invoice and the returning one updated, one deleted", res.Stats)
+	}
+	if got, want := q(`SELECT sum(total_bc)::text FROM erp.invoices WHERE deleted_at IS NULL`), sim.InvoiceTotal().String(); got != want {
+		t.Errorf("live invoices sum to %s, the ERP's to %s", got, want)
+	}
+	for _, c := range []struct{ what, sql string }{
+		{"the version of before", `SELECT count(*)::text FROM erp.invoices_history WHERE id = '` + changed + `' AND valid_to < now() - interval '1 day'`},
+		{"the changed invoice's version, from where the version of before ended", `SELECT count(*)::text FROM erp.invoices_history a
+			JOIN erp.invoices_history b ON b.id = a.id AND b.valid_from = a.valid_to
+			WHERE a.id = '` + changed + `' AND b.ended_by = 'change' AND b.valid_to > now() - interval '1 minute'`},
+		{"the returning invoice's version until the deletion of before", `SELECT count(*)::text FROM erp.invoices_history WHERE id = '` + back + `'
+			AND ended_by = 'deletion' AND valid_to < now() - interval '23 hours'`},
+		{"the deleted row's version", `SELECT count(*)::text FROM erp.invoices_history WHERE id = 'gone' AND ended_by = 'deletion'`},
+	} {
+		if n := q(c.sql); n == "0" {
+			t.Errorf("%s is missing", c.what)
+		}
+	}
+	if n := q(`SELECT count(*)::text FROM erp.invoices_history`); n != fmt.Sprint(mustInt(t, versions)+3) {
+		t.Errorf("%s versions after the resumed sweep, want the %s of before and 3", n, versions)
+	}
+	if got := q(asOf); got != before {
+		t.Errorf("as of before the upgrade: %s after the sweep, %s before it", got, before)
+	}
+
+	// The rewriting tables keep what the daemon's role deletes.
+	runtime := testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime"))
+	for _, c := range []struct{ table, history string }{
+		{"balance_sheet_snapshots", "balance_sheet_snapshot_history"}, {"journal_lines", "journal_lines_history"},
+	} {
+		if _, err := runtime.Exec(ctx, `DELETE FROM erp.`+c.table); err != nil {
+			t.Fatal(err)
+		}
+		if n := q(`SELECT count(*)::text FROM erp.` + c.history); n != "1" {
+			t.Errorf("erp.%s kept %s rows of the deleted one of before", c.history, n)
+		}
+	}
+
+	// The login scoped before: its company's invoices, and its login's
+	// checkpoint now that the run said whose it is.
+	scopedPool := testdb.PoolAs(t, admin, scoped)
+	if n := invoiceCountAs(t, scopedPool, `erp.sync_checkpoints`); n != 1 {
+		t.Errorf("the scoped login reads %d checkpoints, want its login's", n)
+	}
+	if sums := invoiceSumsAs(t, scopedPool, "", "erp.invoices_current"); len(sums) != 1 {
+		t.Errorf("the scoped login sees %v, want main/1 only", sums)
+	}
+}
+
+func invoiceCountAs(t *testing.T, pool *pgxpool.Pool, from string) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM `+from).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", from, err)
+	}
+	return n
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

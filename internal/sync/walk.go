@@ -76,7 +76,7 @@ func (l *List) walk(ctx context.Context, r *Run, p policy) error {
 	req, before := p.start()
 	src := r.newPageSource(ctx, req, before, prepare, p.ahead())
 	defer src.close()
-	c := &committer{run: r, list: l, policy: p, src: src}
+	c := &committer{run: r, list: l, policy: p, src: src, known: known}
 	for {
 		page, err := src.next(ctx, nil)
 		if err != nil {
@@ -110,6 +110,7 @@ type committer struct {
 	list   *List
 	policy policy
 	src    *pageSource
+	known  knownPages
 	// written are the ids the walk wrote so far; a known page holding one
 	// of them is not skipped (see page). Past maxWritten ids, no page is
 	// skipped for the rest of the walk.
@@ -122,10 +123,10 @@ type committer struct {
 // table; a row that is there already (it moved behind the cursor and an
 // earlier page loaded it) makes it write the page again, upserting.
 func (c *committer) page(ctx context.Context, page *preparedPage) error {
-	if page.known && c.mayHaveWritten(page.rows) {
+	if page.known && (c.mayHaveWritten(page.rows) || c.known.touched(page.rows)) {
 		// This walk wrote one of the page's rows already (it is listed on
-		// an earlier page too): the page must be written after all, its
-		// copy being the later one.
+		// an earlier page too), or something else changed one since the
+		// page was known: the page must be compared after all.
 		c.list.reprepare(page)
 	}
 	bulk := c.policy.bulk()
@@ -159,8 +160,7 @@ func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) err
 			up.Inserted, err = c.list.table.db.CopyNew(ctx, tx, sc, rows)
 		default:
 			up, err = c.list.table.db.Upsert(ctx, tx, sc, rows.pages[0].rows,
-				db.UpsertOptions{TrackSeen: sc.SweepID != 0, History: c.run.KeepsHistory(),
-					CountOthers: len(c.run.target.Logins) > 1})
+				db.UpsertOptions{TrackSeen: sc.SweepID != 0, CountOthers: len(c.run.target.Logins) > 1})
 			c.wrote(up.Changed)
 			bk.newIDs = up.New
 		}

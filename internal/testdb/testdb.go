@@ -1,7 +1,12 @@
 // Package testdb gives each test its own migrated Postgres database,
-// cloned from a template that is migrated once per schema version.
-// TEST_DATABASE_URL names a server where tests may create databases
-// (default: the local Postgres as user postgres).
+// cloned from a template that is migrated once per schema version, as an
+// installation is: the roles and the database made by deploy/roles.sql,
+// the migrations run by its owner, erpsync_owner, which is no superuser
+// (so row-level security, FORCEd, holds it, and every object of erp is
+// owned as in production). TEST_DATABASE_URL names a server where tests
+// may create databases and roles (default: the local Postgres as user
+// postgres); like the tests' own login roles, erpsync_owner logs in
+// without a password, so the server trusts local logins.
 package testdb
 
 import (
@@ -13,6 +18,10 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +29,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/testutil"
 	"github.com/erpsync/erpsync/migrations"
 )
+
+// Owner is the role that owns the test databases and migrates them, as
+// deploy/roles.sql makes it.
+const Owner = "erpsync_owner"
 
 // AdminURL is the server tests create their databases on.
 func AdminURL() string {
@@ -58,21 +72,93 @@ func promised() bool { return os.Getenv("CI") != "" || os.Getenv("TEST_DATABASE_
 // returns its URL.
 func New(t testing.TB) string {
 	t.Helper()
+	return ownedDatabase(t, "erpsync_t_", true)
+}
+
+// EmptyOwned is Empty, owned by Owner with the privileges of an
+// installation's database (those deploy/roles.sql gives): a warehouse to
+// migrate step by step as its owner. It returns the administrator's URL.
+func EmptyOwned(t testing.TB) string {
+	t.Helper()
+	return ownedDatabase(t, "erpsync_t_empty_", false)
+}
+
+// ownedDatabase creates a database owned by Owner with the template's
+// privileges, a clone of the migrated template or empty, dropped when t
+// ends, and returns its URL.
+func ownedDatabase(t testing.TB, prefix string, migrated bool) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	admin := Admin(t)
 	defer admin.Close(ctx)
-
 	tmpl := "erpsync_tmpl_" + schemaHash()
-	if err := ensureTemplate(ctx, admin, tmpl); err != nil {
+	if err := ensureTemplate(ctx, t, admin, tmpl); err != nil {
 		t.Fatalf("test template: %v", err)
 	}
-	name := "erpsync_t_" + randomHex(6)
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
-		t.Fatalf("creating test database: %v", err)
+	name := prefix + randomHex(6)
+	create := fmt.Sprintf("CREATE DATABASE %s OWNER %s", name, Owner)
+	if migrated {
+		create += " TEMPLATE " + tmpl
+	}
+	if _, err := admin.Exec(ctx, create); err != nil {
+		t.Fatalf("creating %s: %v", name, err)
 	}
 	t.Cleanup(func() { dropDatabase(name) })
+	if err := copyPrivileges(ctx, admin, tmpl, name); err != nil {
+		t.Fatalf("privileges of %s: %v", name, err)
+	}
 	return withDB(AdminURL(), name)
+}
+
+// OwnerURL is dbURL logged in as the schema's owner.
+func OwnerURL(dbURL string) string { return asRole(dbURL, Owner) }
+
+// copyPrivileges gives database to the privileges the template has (who
+// may connect, who may create temporary objects): Postgres does not copy
+// them with the template.
+func copyPrivileges(ctx context.Context, admin *pgx.Conn, template, database string) error {
+	rows, err := admin.Query(ctx, `SELECT a.privilege_type, coalesce(r.rolname, 'PUBLIC')
+		FROM pg_database d, aclexplode(d.datacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee WHERE d.datname = $1`, template)
+	if err != nil {
+		return err
+	}
+	grants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var g [2]string
+		return g, r.Scan(&g[0], &g[1])
+	})
+	if err != nil || len(grants) == 0 {
+		return err
+	}
+	stmts := []string{"REVOKE ALL ON DATABASE " + database + " FROM PUBLIC"}
+	for _, g := range grants {
+		to := g[1]
+		if to != "PUBLIC" {
+			to = pgx.Identifier{to}.Sanitize()
+		}
+		stmts = append(stmts, fmt.Sprintf("GRANT %s ON DATABASE %s TO %s", g[0], database, to))
+	}
+	_, err = admin.Exec(ctx, strings.Join(stmts, "; "))
+	return err
+}
+
+// RunRolesScript runs deploy/roles.sql with psql as the test server's
+// administrator, for the database named (created when missing), with
+// more psql variables (name=value), and returns what psql printed.
+func RunRolesScript(ctx context.Context, t testing.TB, database string, vars ...string) (string, error) {
+	t.Helper()
+	psql := testutil.RequireTool(t, "psql", "postgresql-client")
+	script := rolesScript()
+	args := []string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "database=" + database, "-d", AdminURL(), "-f", script}
+	for _, v := range vars {
+		args = append(args, "-v", v)
+	}
+	cmd := exec.CommandContext(ctx, psql, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("psql -f %s: %v\n%s", script, err, out)
+	}
+	return string(out), nil
 }
 
 // Empty creates a database with no schema at all, dropped when t ends,
@@ -134,9 +220,15 @@ func ObserverPool(t testing.TB, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
+// rolesScript is the path of deploy/roles.sql.
+func rolesScript() string {
+	_, self, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(self), "..", "..", "deploy", "roles.sql")
+}
+
 // ensureTemplate migrates the template once; test binaries of several
 // packages run at the same time, so creation is serialised by a lock.
-func ensureTemplate(ctx context.Context, admin *pgx.Conn, tmpl string) error {
+func ensureTemplate(ctx context.Context, t testing.TB, admin *pgx.Conn, tmpl string) error {
 	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(74291)`); err != nil {
 		return err
 	}
@@ -150,10 +242,10 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, tmpl string) error {
 	}
 	building := tmpl + "_build"
 	admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", building))
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+building); err != nil {
+	if _, err := RunRolesScript(ctx, t, building); err != nil {
 		return err
 	}
-	pool, err := db.Open(ctx, withDB(AdminURL(), building))
+	pool, err := db.Open(ctx, OwnerURL(withDB(AdminURL(), building)))
 	if err != nil {
 		return err
 	}
@@ -180,6 +272,9 @@ func schemaHash() string {
 	})
 	// The Go migrations are code: what they do is in these.
 	fmt.Fprint(h, migrations.TypedColumns, len(migrations.Go))
+	// The roles and the database's privileges come from the roles script.
+	roles, _ := os.ReadFile(rolesScript())
+	h.Write(roles)
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
@@ -233,25 +328,30 @@ func Role(t testing.TB, memberOf ...string) string {
 	return name
 }
 
-// URLAs is dbURL logged in as role (made by Role).
+// URLAs is dbURL logged in as role (made by Role, or Owner).
 func URLAs(t testing.TB, dbURL, role string) string {
 	t.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.User(role)
-	return u.String()
+	return asRole(dbURL, role)
 }
 
-// PoolAs opens a pool on dbURL logged in as role (made by Role), closed
-// when t ends, before the role is dropped.
+// PoolAs opens a pool on dbURL logged in as role (made by Role, or
+// Owner), closed when t ends, before the role is dropped.
 func PoolAs(t testing.TB, dbURL, role string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := db.Open(context.Background(), URLAs(t, dbURL, role))
+	pool, err := db.Open(context.Background(), asRole(dbURL, role))
 	if err != nil {
 		t.Fatalf("connecting as %s: %v", role, err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// asRole is dbURL logged in as role, without a password.
+func asRole(dbURL, role string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		panic(fmt.Sprintf("database URL %q: %v", dbURL, err))
+	}
+	u.User = url.User(role)
+	return u.String()
 }

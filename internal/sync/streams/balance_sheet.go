@@ -37,7 +37,7 @@ func (balanceSheet) Name() string { return "balance_sheet" }
 
 func (s balanceSheet) Info() sync.Info {
 	return sync.Info{Route: "GET " + s.path + "?date_to=D", Permission: "accounts.report.balance_sheet",
-		Table: "erp.balance_sheet_snapshots", Money: []string{"balance"},
+		Table: "erp.balance_sheet_snapshots", History: sync.HistoryOn, Money: []string{"balance"},
 		Settings: []sync.Setting{sync.IntSetting("months", 24, 0, 600), sync.IntSetting("reread_months", 3, 0, 600)}}
 }
 

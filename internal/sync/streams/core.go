@@ -53,8 +53,10 @@ func Currencies() *sync.List {
 		Core:     true,
 		Contract: sync.ContractReviewed,
 		History:  sync.HistoryOn,
-		Path:     "/accounts/api/currencies/",
-		Query:    url.Values{"scope": {"all"}},
+		// A source's companies share its currencies.
+		Access: sync.BySource,
+		Path:   "/accounts/api/currencies/",
+		Query:  url.Values{"scope": {"all"}},
 		Columns: []sync.Column{
 			{Name: "code", Field: "code", Type: sync.Text},
 			{Name: "name", Field: "name", Type: sync.Text},

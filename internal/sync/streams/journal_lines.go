@@ -33,7 +33,7 @@ func (journalLines) Info() sync.Info {
 		perms = append(perms, d.preview)
 	}
 	return sync.Info{Route: "GET .../{pk}/journal-preview/ below each document route", Permission: strings.Join(perms, ", "),
-		Contract: sync.ContractUnreviewed, Table: "erp.journal_lines",
+		Contract: sync.ContractUnreviewed, Table: "erp.journal_lines", History: sync.HistoryOn,
 		Money: []string{"debit", "credit"}}
 }
 

@@ -27,7 +27,7 @@ func Messaging() []sync.Stream {
 		{"messaging_queue", "{messaging}/api/queue/"},
 	} {
 		// The reference calls the messaging routes preliminary.
-		out = append(out, &sync.List{Stream: l.stream, Path: l.path, History: sync.HistoryOff, Contract: sync.ContractUnreviewed})
+		out = append(out, &sync.List{Stream: l.stream, Path: l.path, History: sync.HistoryOn, Contract: sync.ContractUnreviewed})
 	}
 	return out
 }
