@@ -90,9 +90,11 @@ CREATE TABLE erp.deletion_candidates (
     PRIMARY KEY (source, stream, login, id)
 );
 
-CALL erp.restrict_to_sources('sync_follow');
-CALL erp.withhold_from_scoped('sweep_bounds');
-CALL erp.withhold_from_scoped('deletion_candidates');
+-- A login's following is its bookkeeping, read as its checkpoints are;
+-- page bounds and held rows name records without their company.
+CALL erp.apply_access('sync_follow', 'by_login');
+CALL erp.apply_access('sweep_bounds', 'withheld');
+CALL erp.apply_access('deletion_candidates', 'withheld');
 
 -- Freshness per stream and login, now for both kinds of run: a complete
 -- sweep (changes and deletions) and a follow run (new records).
@@ -120,9 +122,16 @@ LEFT JOIN LATERAL (
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'erpsync_runtime') THEN
-        -- Bookkeeping the daemon clears as it goes.
-        GRANT SELECT, INSERT, UPDATE, DELETE ON erp.sweep_bounds, erp.deletion_candidates TO erpsync_runtime;
-        GRANT SELECT, INSERT, UPDATE, DELETE ON erp.sync_follow TO erpsync_runtime;
+        -- The columns of the bookkeeping the daemon writes (it writes
+        -- only named columns of sync_runs and sync_checkpoints), and the
+        -- bookkeeping it clears as it goes.
+        GRANT INSERT (kind) ON erp.sync_runs TO erpsync_runtime;
+        GRANT UPDATE (reset_at, sweep_order, sweep_last_id, sweep_max_key, sweep_followed_key) ON erp.sync_checkpoints TO erpsync_runtime;
+        REVOKE UPDATE ON erp.sweep_bounds, erp.deletion_candidates, erp.sync_follow FROM erpsync_runtime;
+        GRANT SELECT, INSERT, DELETE ON erp.sweep_bounds, erp.deletion_candidates, erp.sync_follow TO erpsync_runtime;
+        GRANT UPDATE (first_id, last_id) ON erp.sweep_bounds TO erpsync_runtime;
+        GRANT UPDATE (sweep_orders, list_order, demoted_at, demoted_why, max_key, followed_key, anchors, last_follow_at,
+            last_follow_swept, updated_at) ON erp.sync_follow TO erpsync_runtime;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'erpsync_analyst') THEN
         GRANT SELECT ON erp.sync_follow, erp.stream_freshness TO erpsync_analyst;
