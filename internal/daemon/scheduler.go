@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,11 +108,10 @@ func (s *scheduler) Start(ctx context.Context) error {
 			// has two jobs: complete sweeps on its sweep schedule, follow
 			// runs on its schedule. Otherwise every run is a complete
 			// sweep, on its schedule.
-			follows := st.Info().Follows && sc.SweepSchedule != sc.Schedule
-			sweepSpec := sc.Schedule
-			if follows {
-				sweepSpec = sc.SweepSchedule
-			}
+			// (An empty sweep schedule is the schedule, as the
+			// configuration reads it.)
+			sweepSpec := cmp.Or(sc.SweepSchedule, sc.Schedule)
+			follows := st.Info().Follows && sweepSpec != sc.Schedule
 			sweep, err := s.newJob(src.Name, st, target, sweepSpec, model.KindSweep, now)
 			if err != nil {
 				return err
@@ -391,7 +391,11 @@ func (j *job) checkLock(ctx context.Context, busy bool) {
 		m.LockHeldByOther(source, stream, held)
 	}
 	if model.Overdue(held, j.interval) {
-		msg := fmt.Sprintf("%s/%s: %s lock held by %s (pid %d) for %s, more than %dx its schedule", source, stream, j.kind, h.Host, h.PID,
+		what := source + "/" + stream
+		if !sweeps {
+			what += " (follow runs)"
+		}
+		msg := fmt.Sprintf("%s: lock held by %s (pid %d) for %s, more than %dx its schedule", what, h.Host, h.PID,
 			held.Round(time.Second), model.OverdueFactor)
 		if !j.stuck {
 			j.log.Warn("another process has held the stream's lock too long; its data go stale", "holder", h.Host,

@@ -57,7 +57,6 @@ type List struct {
 	table *Table
 }
 
-
 // Name is the stream's name.
 func (l *List) Name() string { return l.Stream }
 

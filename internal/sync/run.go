@@ -79,7 +79,6 @@ func (r *Run) Int(key string) (int, error) {
 // that reads less than everything on later runs reads everything again.
 func (r *Run) AfterReset(ctx context.Context) (bool, error) { return db.ResetSince(ctx, r.conn, r.key) }
 
-
 // Path is p with a leading {name} replaced by the source's prefix of that
 // name; an unknown name is left as it is, to fail visibly.
 func (t Target) Path(p string) string {
