@@ -44,6 +44,7 @@ Usage:
   erpsync check                check configuration, database, ERP login and /api/auth/me/
   erpsync probe [STREAM...]    one small read per stream: is each usable on this installation? (--json)
   erpsync verify [STREAM...]   compare the warehouse with the ERP, rows and money sums; exit 1 if they differ (--json)
+  erpsync reset STREAM         start a stream over: its next run reads everything again (rows and versions kept)
   erpsync demo                 sync the built-in ERP simulator into a local database
   erpsync version              version and build information
 
@@ -56,6 +57,7 @@ variables (ERPSYNC_*) override the file. See docs/configuration.md.
 type command struct {
 	args    []string
 	environ []string
+	stdin   io.Reader
 	stdout  io.Writer
 	stderr  io.Writer
 	catalog *sync.Catalog
@@ -64,7 +66,7 @@ type command struct {
 }
 
 // Main runs one command and returns the exit status.
-func Main(args []string, environ []string, stdout, stderr io.Writer) int {
+func Main(args []string, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -74,10 +76,11 @@ func Main(args []string, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "erpsync: %v\n", err)
 		return exitFailed
 	}
-	e := &command{args: args[1:], environ: environ, stdout: stdout, stderr: stderr, catalog: catalog, term: newTerminal(stderr)}
+	e := &command{args: args[1:], environ: environ, stdin: stdin, stdout: stdout, stderr: stderr, catalog: catalog, term: newTerminal(stderr)}
 	cmds := map[string]func(*command) error{
 		"migrate":  cmdMigrate,
 		"sync":     cmdSync,
+		"reset":    cmdReset,
 		"run":      cmdRun,
 		"status":   cmdStatus,
 		"check":    cmdCheck,
@@ -259,9 +262,11 @@ func targetOf(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...fu
 	bobs, _ := obs.(erp.BudgetObserver)
 	budget := erp.NewBudget(src.MaxConcurrentRequests, src.MaxRequestsPerSecond, bobs)
 	t := sync.Target{Source: src.Name, PageSize: src.PageSize,
-		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, Settings: map[string]map[string]string{}}
+		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, Settings: map[string]map[string]string{},
+		DriftStop: map[string]bool{}}
 	for _, st := range src.Streams {
 		t.Settings[st.Name] = st.Settings
+		t.DriftStop[st.Name] = st.Drift == config.DriftStop
 	}
 	for _, l := range src.Logins {
 		llog := log.With("source", src.Name)
@@ -317,7 +322,7 @@ func specs(c *sync.Catalog) []config.StreamSpec {
 	for _, n := range c.Names() {
 		s, _ := c.Lookup(n)
 		info := s.Info()
-		sp := config.StreamSpec{Name: n, Schedule: info.Schedule, Follows: info.Follows, SweepSchedule: info.SweepSchedule,
+		sp := config.StreamSpec{Name: n, Schedule: info.ScheduleDefault(), Follows: info.Follows, SweepSchedule: info.SweepScheduleDefault(),
 			Core: info.Core, History: info.History != sync.NoHistory}
 		for _, set := range info.Settings {
 			sp.Settings = append(sp.Settings, config.SettingSpec{Key: set.Key, Default: set.Default, Check: set.Check})

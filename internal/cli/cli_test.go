@@ -71,7 +71,7 @@ func (r result) String() string {
 func runMain(t *testing.T, environ []string, args ...string) result {
 	t.Helper()
 	var stdout, stderr syncBuffer
-	code := Main(args, environ, &stdout, &stderr)
+	code := Main(args, environ, strings.NewReader(""), &stdout, &stderr)
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 

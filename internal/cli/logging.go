@@ -30,7 +30,7 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	}))
 }
 
-func isTerminal(w io.Writer) bool {
+func isTerminal(w any) bool {
 	if t, ok := w.(*terminal); ok {
 		return t.tty
 	}

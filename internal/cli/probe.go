@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
@@ -61,7 +60,7 @@ func cmdProbe(e *command) error {
 				reports = append(reports, rep)
 				continue
 			}
-			p := &sync.Probe{Target: t, Login: l, Scope: model.Scope{Source: src.Name, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}}
+			p := sync.NewProbe(t, l, id)
 			for _, s := range streams {
 				rep := p.Report(s, "")
 				rep.Problem = "this stream cannot be probed"
@@ -99,7 +98,7 @@ func cmdProbe(e *command) error {
 
 func printProbe(w io.Writer, lines []probeLine) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN (COMPANY/BRANCH)\tROUTE\tSTATUS\tCONTRACT\tPAGING\tRECORDS\tWITH ID\tOWN LABELS\tLISTS\tMONEY\tFIELDS\tVERDICT")
+	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN (COMPANY/BRANCH)\tROUTE\tSTATUS\tCONTRACT\tPAGING\tRECORDS\tWITH ID\tOWN LABELS\tLISTS\tORDER\tMONEY\tFIELDS\tVERDICT")
 	for _, l := range lines {
 		verdict := "usable"
 		if !l.Usable {
@@ -109,6 +108,9 @@ func printProbe(w io.Writer, lines []probeLine) {
 		}
 		for _, w := range l.Warnings {
 			verdict += "; warning: " + w
+		}
+		if l.Follow != "" {
+			verdict += "; " + l.Follow
 		}
 		status := "-"
 		if l.Status != 0 {
@@ -123,8 +125,12 @@ func printProbe(w io.Writer, lines []probeLine) {
 		if l.Records > 0 {
 			labels = fmt.Sprintf("%d of %d", l.Labelled, l.Records)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", l.Source, l.Stream, dash(login), l.Route, status,
-			l.Contract, dash(paging), l.Records, l.WithID, labels, listScope(l.ListScope), dash(moneySummary(l.Money)),
+		order := l.Order
+		if order == "" && l.Follow != "" {
+			order = "unknown"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Source, l.Stream, dash(login), l.Route, status,
+			l.Contract, dash(paging), l.Records, l.WithID, labels, listScope(l.ListScope), dash(order), dash(moneySummary(l.Money)),
 			dash(fieldSummary(l.Missing, l.Unexpected)), oneLine(verdict, 160))
 	}
 	tw.Flush()

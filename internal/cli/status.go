@@ -101,7 +101,7 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN\tCONTRACT\tLISTS\tLAST RUN\tFINISHED\tDATA AS OF\tFRESHNESS\tSWEEP\tLAST ERROR\tWARNING")
+	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN\tCONTRACT\tLISTS\tORDER\tLAST RUN\tFINISHED\tLAST SWEEP\tFRESHNESS\tSWEEP\tLAST FOLLOW\tLAST ERROR\tWARNING")
 	for _, s := range st {
 		sweep := "idle"
 		if s.SweepInProgress {
@@ -111,9 +111,13 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 		if s.FreshnessSecs != nil {
 			fresh = (time.Duration(*s.FreshnessSecs) * time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(s.Login), dash(s.Contract),
-			listScope(s.ListScope), dash(string(s.LastRunStatus)), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweep,
-			dash(oneLine(s.LastError, 80)), dash(s.Warning))
+		follow := ts(s.LastFollow)
+		if s.FollowSwept != "" {
+			follow += " (swept: " + s.FollowSwept + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(s.Login), dash(s.Contract),
+			listScope(s.ListScope), dash(s.ListOrder), dash(string(s.LastRunStatus)), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweep,
+			follow, dash(oneLine(s.LastError, 80)), dash(s.Warning))
 	}
 	tw.Flush()
 }

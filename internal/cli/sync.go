@@ -49,8 +49,12 @@ func cmdSync(e *command) error {
 	prefetch := fs.Int("prefetch", 1, "pages fetched ahead of the page being written (0: none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sync to `file` (performance work)")
 	confirm := fs.Bool("confirm-deletions", false, "mark deleted what the deletion guard holds: you confirm the rows are gone at the ERP")
+	follow := fs.Bool("follow", false, "one follow run: read only what is new in the paged lists named (without names: every enabled one), not a complete sweep")
 	if err := e.parse(fs); err != nil {
 		return err
+	}
+	if *follow && *confirm {
+		return usageErrorf("--follow and --confirm-deletions: a follow run never marks a row deleted; confirm deletions with a complete sweep")
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -84,19 +88,30 @@ func cmdSync(e *command) error {
 	}
 	defer pools.Close()
 	runner := &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: log, Prefetch: *prefetch, ConfirmDeletions: *confirm}
-	return e.syncOnce(ctx, stopper.Draining(), runner, cfg, e.positional())
+	return e.syncOnce(ctx, stopper.Draining(), runner, *follow, cfg, e.positional())
 }
 
 // syncOnce runs the named (or enabled) streams of every source one after
 // the other, each through every login of its source; a failing stream
-// does not stop the others.
-func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, cfg config.Config, names []string) error {
+// does not stop the others. Each run is a complete sweep, or, with
+// follow, a follow run of each paged list among them (a stream named that
+// cannot be followed is refused).
+func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, follow bool, cfg config.Config, names []string) error {
 	term, log := e.term, runner.Log
+	run := runner.Run
+	if follow {
+		run = runner.Follow
+	}
 	failed, skipped := 0, 0
 	for _, src := range cfg.Sources {
 		streams, err := e.streamsFor(src, names)
 		if err != nil {
 			return err
+		}
+		if follow {
+			if streams, err = followable(streams, len(names) > 0); err != nil {
+				return err
+			}
 		}
 		if stopRequested(stop) {
 			skipped += len(streams)
@@ -113,7 +128,7 @@ func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sy
 				skipped++
 				continue
 			}
-			results := runner.Run(ctx, stop, t, s, progressPrinter(term, src.Name, s.Name(), len(t.Logins) > 1))
+			results := run(ctx, stop, t, s, progressPrinter(term, src.Name, s.Name(), len(t.Logins) > 1))
 			term.clear()
 			for _, res := range results {
 				switch {
@@ -133,6 +148,25 @@ func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sy
 		return fmt.Errorf("%d stream run(s) failed; see the log above and `erpsync status`", failed)
 	}
 	return nil
+}
+
+// followable keeps the streams that can be followed: of those named, a
+// stream that cannot is a usage error; of the enabled ones, it is left
+// out.
+func followable(streams []sync.Stream, named bool) ([]sync.Stream, error) {
+	var out, cannot []sync.Stream
+	for _, s := range streams {
+		if s.Info().Follows {
+			out = append(out, s)
+		} else {
+			cannot = append(cannot, s)
+		}
+	}
+	if named && len(cannot) > 0 {
+		return nil, usageErrorf("--follow: %s cannot be followed (read whole on every run); only lists paged by cursor or start/length can",
+			cannot[0].Name())
+	}
+	return out, nil
 }
 
 func stopRequested(stop <-chan struct{}) bool {

@@ -97,7 +97,7 @@ func TestLockHeldElsewhereIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close(ctx)
-	if ok, err := db.TryStreamLock(ctx, holder, "default", "invoices"); err != nil || !ok {
+	if ok, err := db.TryStreamLock(ctx, holder, "default", "invoices", model.KindSweep); err != nil || !ok {
 		t.Fatalf("taking the lock: %v %v", ok, err)
 	}
 	// What a holder that started an hour ago left in sync_runs.

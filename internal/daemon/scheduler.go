@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ type schedulerDeps struct {
 // schedulerMetrics is what the scheduler reports.
 type schedulerMetrics interface {
 	Declare(source, stream string, logins []string, interval time.Duration)
+	DeclareFollow(source, stream string, logins []string, interval time.Duration)
 	Skipped(source, stream, reason string)
 	LockHeldByOther(source, stream string, d time.Duration)
 	BudgetWait(source string, d time.Duration)
@@ -102,14 +104,31 @@ func (s *scheduler) Start(ctx context.Context) error {
 			if !ok {
 				return fmt.Errorf("source %s: unknown stream %s", src.Name, sc.Name)
 			}
-			sched, err := config.ParseSchedule(sc.Schedule)
+			// A stream that follows its list with schedules of its own
+			// has two jobs: complete sweeps on its sweep schedule, follow
+			// runs on its schedule. Otherwise every run is a complete
+			// sweep, on its schedule.
+			// (An empty sweep schedule is the schedule, as the
+			// configuration reads it.)
+			sweepSpec := cmp.Or(sc.SweepSchedule, sc.Schedule)
+			follows := st.Info().Follows && sweepSpec != sc.Schedule
+			sweep, err := s.newJob(src.Name, st, target, sweepSpec, model.KindSweep, now)
 			if err != nil {
-				return fmt.Errorf("source %s stream %s: schedule %q: %w", src.Name, sc.Name, sc.Schedule, err)
+				return err
 			}
-			j := &job{s: s, stream: st, schedule: sched, target: target, interval: config.Interval(sched, now),
-				backoff: map[string]*loginBackoff{}, log: d.Log.With("source", src.Name, "stream", sc.Name)}
-			s.jobs = append(s.jobs, j)
-			d.Metrics.Declare(src.Name, sc.Name, logins, j.interval)
+			d.Metrics.Declare(src.Name, sc.Name, logins, sweep.interval)
+			if !follows {
+				d.Log.Info("scheduled", "source", src.Name, "stream", sc.Name, "every_run", "complete sweep",
+					"schedule", sc.Schedule, "from", sc.ScheduleFrom)
+				continue
+			}
+			follow, err := s.newJob(src.Name, st, target, sc.Schedule, model.KindFollow, now)
+			if err != nil {
+				return err
+			}
+			d.Metrics.DeclareFollow(src.Name, sc.Name, logins, follow.interval)
+			d.Log.Info("scheduled", "source", src.Name, "stream", sc.Name, "follow_runs", sc.Schedule, "from", sc.ScheduleFrom,
+				"complete_sweeps", sc.SweepSchedule, "sweeps_from", sc.SweepFrom)
 		}
 	}
 	d.Log.Info("scheduled", "jobs", len(s.jobs), "max_concurrent_runs", d.MaxRuns)
@@ -119,6 +138,23 @@ func (s *scheduler) Start(ctx context.Context) error {
 		s.wg.Go(func() { j.loop(s.stopper.Context()) })
 	}
 	return nil
+}
+
+// newJob makes and keeps a job running one kind of run of a stream on a
+// schedule.
+func (s *scheduler) newJob(source string, st sync.Stream, target sync.Target, spec string, kind model.RunKind, now time.Time) (*job, error) {
+	sched, err := config.ParseSchedule(spec)
+	if err != nil {
+		return nil, fmt.Errorf("source %s stream %s: schedule %q: %w", source, st.Name(), spec, err)
+	}
+	log := s.deps.Log.With("source", source, "stream", st.Name())
+	if kind != model.KindSweep {
+		log = log.With("kind", kind)
+	}
+	j := &job{s: s, stream: st, kind: kind, schedule: sched, target: target, interval: config.Interval(sched, now),
+		backoff: map[string]*loginBackoff{}, log: log}
+	s.jobs = append(s.jobs, j)
+	return j, nil
 }
 
 // Stop starts no new run, lets every run commit what it is writing within
@@ -153,11 +189,13 @@ func (s *scheduler) draining() bool {
 	}
 }
 
-// job is one (source, stream) of the schedule, run through the source's
-// logins that are due.
+// job is one kind of run of one (source, stream) on its schedule (a
+// stream that follows has a job for its follow runs and one for its
+// complete sweeps), run through the source's logins that are due.
 type job struct {
 	s        *scheduler
 	stream   sync.Stream
+	kind     model.RunKind
 	schedule cron.Schedule
 	interval time.Duration
 	target   sync.Target
@@ -209,7 +247,9 @@ func (j *job) loop(ctx context.Context) {
 			// others find its lock taken or its data fresh. Fresh data
 			// also mean that no holder of the lock is stuck.
 			release()
-			j.s.deps.Metrics.LockHeldByOther(j.target.Source, j.stream.Name(), 0)
+			if j.kind == model.KindSweep {
+				j.s.deps.Metrics.LockHeldByOther(j.target.Source, j.stream.Name(), 0)
+			}
 			j.setStuck("")
 			next = wake
 			continue
@@ -262,7 +302,11 @@ func (j *job) acquire(deadline time.Time) (release func(), skipped string) {
 // delays it.
 func (j *job) due(ctx context.Context) (due []sync.Login, wake time.Time) {
 	now := j.s.deps.Clock.Now()
-	completed, err := db.LastCompleted(ctx, j.s.runner.Pool, j.target.Source, j.stream.Name())
+	last := db.LastCompleted
+	if j.kind == model.KindFollow {
+		last = db.LastFollowed
+	}
+	completed, err := last(ctx, j.s.runner.Pool, j.target.Source, j.stream.Name())
 	if err != nil {
 		completed = nil
 	}
@@ -298,7 +342,11 @@ func (j *job) run(ctx context.Context, due []sync.Login) {
 	}()
 	t := j.target
 	t.Logins = due
-	results := j.s.runner.Run(ctx, j.s.stopper.Draining(), t, j.stream, nil)
+	run := j.s.runner.Run
+	if j.kind == model.KindFollow {
+		run = j.s.runner.Follow
+	}
+	results := run(ctx, j.s.stopper.Draining(), t, j.stream, nil)
 	busy := len(results) == 1 && errors.Is(results[0].Err, sync.ErrBusy)
 	j.checkLock(ctx, busy)
 	if busy {
@@ -321,21 +369,33 @@ func (j *job) run(ctx context.Context, due []sync.Login) {
 func (j *job) checkLock(ctx context.Context, busy bool) {
 	source, stream := j.target.Source, j.stream.Name()
 	m := j.s.deps.Metrics
+	// The lock's gauge is the complete sweeps' (their schedule is the
+	// one it is judged against); a follow lock held too long shows as
+	// new records going stale.
+	sweeps := j.kind == model.KindSweep
 	if !busy {
-		m.LockHeldByOther(source, stream, 0)
+		if sweeps {
+			m.LockHeldByOther(source, stream, 0)
+		}
 		j.setStuck("")
 		return
 	}
 	m.Skipped(source, stream, metrics.SkipLocked)
 	j.log.Debug("sync skipped: another process holds the stream's lock")
-	h, running, err := db.RunningRun(ctx, j.s.deps.Pools().Service, source, stream)
+	h, running, err := db.RunningRun(ctx, j.s.deps.Pools().Service, source, stream, j.kind)
 	if err != nil || !running {
 		return
 	}
 	held := j.s.deps.Clock.Now().Sub(h.Since)
-	m.LockHeldByOther(source, stream, held)
+	if sweeps {
+		m.LockHeldByOther(source, stream, held)
+	}
 	if model.Overdue(held, j.interval) {
-		msg := fmt.Sprintf("%s/%s: lock held by %s (pid %d) for %s, more than %dx its schedule", source, stream, h.Host, h.PID,
+		what := source + "/" + stream
+		if !sweeps {
+			what += " (follow runs)"
+		}
+		msg := fmt.Sprintf("%s: lock held by %s (pid %d) for %s, more than %dx its schedule", what, h.Host, h.PID,
 			held.Round(time.Second), model.OverdueFactor)
 		if !j.stuck {
 			j.log.Warn("another process has held the stream's lock too long; its data go stale", "holder", h.Host,
@@ -350,7 +410,7 @@ func (j *job) checkLock(ctx context.Context, busy bool) {
 // setStuck records (or, with "", clears) a lock held too long.
 func (j *job) setStuck(msg string) {
 	j.stuck = msg != ""
-	key := j.target.Source + "/" + j.stream.Name()
+	key := j.target.Source + "/" + j.stream.Name() + "/" + string(j.kind)
 	j.s.stuckMu.Lock()
 	defer j.s.stuckMu.Unlock()
 	if msg == "" {

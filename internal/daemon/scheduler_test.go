@@ -25,14 +25,21 @@ import (
 // schedRecorder is the scheduler's Metrics, recorded.
 type schedRecorder struct {
 	mu          gosync.Mutex
-	declared    map[string][]string // by stream: the logins declared
-	skipped     map[string]int      // by reason
+	declared    map[string][]string      // by stream: the logins declared
+	followed    map[string]time.Duration // by stream: the follow interval declared
+	skipped     map[string]int           // by reason
 	budgetWaits int
 	budgetWait  time.Duration
 }
 
 func newSchedRecorder() *schedRecorder {
-	return &schedRecorder{declared: map[string][]string{}, skipped: map[string]int{}}
+	return &schedRecorder{declared: map[string][]string{}, followed: map[string]time.Duration{}, skipped: map[string]int{}}
+}
+
+func (r *schedRecorder) DeclareFollow(source, stream string, logins []string, interval time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.followed[stream] = interval
 }
 
 func (r *schedRecorder) Declare(source, stream string, logins []string, interval time.Duration) {
@@ -262,6 +269,53 @@ func TestSchedulerRunsEveryLogin(t *testing.T) {
 	}
 	if n := count(t, st.obs, `SELECT count(*) FROM erp.invoices WHERE source = 'main'`); n != int64(len(sim.Invoices())) {
 		t.Errorf("erp.invoices has %d rows, the ERP %d invoices", n, len(sim.Invoices()))
+	}
+}
+
+// TestSchedulerFollowsAndSweeps: a stream that follows its list with a
+// sweep schedule of its own has two jobs. Its follow runs come on its
+// schedule, the first ones complete sweeps until two sweeps agree on the
+// list's order, then follows; its complete sweeps come on the sweep
+// schedule (here the run at start-up only); and a stream whose two
+// schedules are one keeps today's meaning, every run a complete sweep.
+func TestSchedulerFollowsAndSweeps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scheduler test: skipped with -short")
+	}
+	_, simURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
+	src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 2,
+		Streams: []config.StreamConfig{
+			{Name: "invoices", Schedule: "@every 1s", SweepSchedule: "@every 1h"},
+			{Name: "journal_entries", Schedule: "@every 1s", SweepSchedule: "@every 1s"},
+		}}
+	st := startScheduler(t, src, schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword}))
+	ctx := context.Background()
+	testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "a follow run of invoices that follows, and three journal-entry runs",
+		func() (bool, error) {
+			var follows, journal int64
+			err := st.obs.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM erp.sync_follow WHERE stream = 'invoices' AND last_follow_at IS NOT NULL AND last_follow_swept IS NULL),
+				(SELECT count(*) FROM erp.sync_runs WHERE stream = 'journal_entries' AND status = 'succeeded')`).Scan(&follows, &journal)
+			return follows > 0 && journal >= 3, err
+		})
+	st.stop(t)
+	st.rec.mu.Lock()
+	interval, declared := st.rec.followed["invoices"], st.rec.followed["journal_entries"]
+	st.rec.mu.Unlock()
+	if interval != time.Second || declared != 0 {
+		t.Errorf("follow intervals declared: invoices %s, journal_entries %s; want 1s and none", interval, declared)
+	}
+	var sweeps, follows, journalFollows int64
+	if err := st.obs.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE stream = 'invoices' AND kind = 'sweep'),
+			count(*) FILTER (WHERE stream = 'invoices' AND kind = 'follow'),
+			count(*) FILTER (WHERE stream = 'journal_entries' AND kind <> 'sweep')
+		FROM erp.sync_runs`).Scan(&sweeps, &follows, &journalFollows); err != nil {
+		t.Fatal(err)
+	}
+	if sweeps > 1 || follows < 3 || journalFollows != 0 {
+		t.Errorf("invoices: %d scheduled sweeps (want the one at start-up at most) and %d follow runs (want 3 or more); journal_entries: %d runs not sweeps (want none)",
+			sweeps, follows, journalFollows)
 	}
 }
 

@@ -37,6 +37,11 @@ type Checkpoint struct {
 	LastSweepID   int64
 	LastCompleted time.Time
 	Held          Held
+	// What the sweep in progress learnt of the list so far: the order of
+	// its ids ("" while fewer than two were read), the last id of its
+	// last page, the sort key of its highest id, and that of the highest
+	// id follow runs had read when it began.
+	Order, LastID, MaxKey, FollowedKey string
 }
 
 // Held is a deletion the guard did not apply: rows a complete sweep found
@@ -68,13 +73,13 @@ func LoadCheckpoint(ctx context.Context, q Querier, k StreamKey) (Checkpoint, er
 	cp := Checkpoint{Key: k}
 	var sweepID, lastSweep *int64
 	var started, completed, heldSince *time.Time
-	var cursor *string
+	var cursor, order, lastID, maxKey, followed *string
 	err := q.QueryRow(ctx, `
 SELECT sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, last_sweep_id, last_sweep_completed_at,
-       held_deletions, held_digest, held_sweeps, held_since
+       held_deletions, held_digest, held_sweeps, held_since, sweep_order, sweep_last_id, sweep_max_key, sweep_followed_key
 FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).
 		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.BulkLoad, &lastSweep, &completed,
-			&cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince)
+			&cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince, &order, &lastID, &maxKey, &followed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cp, nil
 	}
@@ -87,6 +92,7 @@ FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.S
 	cp.SweepStarted = deref(started)
 	cp.LastCompleted = deref(completed)
 	cp.Held.Since = deref(heldSince)
+	cp.Order, cp.LastID, cp.MaxKey, cp.FollowedKey = deref(order), deref(lastID), deref(maxKey), deref(followed)
 	return cp, nil
 }
 
@@ -101,10 +107,15 @@ func deref[T any](p *T) T {
 // LastCompleted returns, by login, when each login's reading of a stream
 // was last complete (logins that never completed one are absent).
 func LastCompleted(ctx context.Context, q Querier, source, stream string) (map[string]time.Time, error) {
-	rows, err := q.Query(ctx, `SELECT login, last_sweep_completed_at FROM erp.sync_checkpoints
-WHERE source = $1 AND stream = $2 AND last_sweep_completed_at IS NOT NULL`, source, stream)
+	return loginTimes(ctx, q, `SELECT login, last_sweep_completed_at FROM erp.sync_checkpoints
+WHERE source = $1 AND stream = $2 AND last_sweep_completed_at IS NOT NULL`, source, stream, "complete")
+}
+
+// loginTimes reads a time per login of a stream with query.
+func loginTimes(ctx context.Context, q Querier, query, source, stream, what string) (map[string]time.Time, error) {
+	rows, err := q.Query(ctx, query, source, stream)
 	if err != nil {
-		return nil, fmt.Errorf("reading when %s/%s was complete: %w", source, stream, Describe(err))
+		return nil, fmt.Errorf("reading when %s/%s was %s: %w", source, stream, what, Describe(err))
 	}
 	out := map[string]time.Time{}
 	var login string
@@ -114,7 +125,7 @@ WHERE source = $1 AND stream = $2 AND last_sweep_completed_at IS NOT NULL`, sour
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading when %s/%s was complete: %w", source, stream, Describe(err))
+		return nil, fmt.Errorf("reading when %s/%s was %s: %w", source, stream, what, Describe(err))
 	}
 	return out, nil
 }
@@ -125,14 +136,18 @@ func StartSweep(ctx context.Context, q Querier, k StreamKey, bulkLoad bool) (Che
 	cp := Checkpoint{Key: k, BulkLoad: bulkLoad}
 	var heldSince *time.Time
 	err := q.QueryRow(ctx, `
-INSERT INTO erp.sync_checkpoints AS c (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, updated_at)
-VALUES ($1, $2, $4, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3, now())
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load,
+    sweep_followed_key, updated_at)
+VALUES ($1, $2, $4, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3,
+    (SELECT followed_key FROM erp.sync_follow WHERE source = $1 AND stream = $2 AND login = $4), now())
 ON CONFLICT (source, stream, login) DO UPDATE SET
     sweep_id = EXCLUDED.sweep_id, sweep_started_at = EXCLUDED.sweep_started_at, cursor = NULL,
-    pages = 0, rows = 0, bulk_load = EXCLUDED.bulk_load, updated_at = now()
-RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions, held_digest, held_sweeps, held_since`,
+    pages = 0, rows = 0, bulk_load = EXCLUDED.bulk_load, sweep_order = NULL, sweep_last_id = NULL, sweep_max_key = NULL,
+    sweep_followed_key = EXCLUDED.sweep_followed_key, updated_at = now()
+RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions, held_digest, held_sweeps, held_since,
+    coalesce(sweep_followed_key, '')`,
 		k.Source, k.Stream, bulkLoad, k.Login).
-		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID, &cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince)
+		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID, &cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince, &cp.FollowedKey)
 	if err != nil {
 		return cp, fmt.Errorf("starting sweep %s: %w", k, Describe(err))
 	}
@@ -141,31 +156,46 @@ RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions
 }
 
 // AbandonSweep forgets a sweep that cannot continue (its cursor was
-// refused); nothing is marked deleted.
+// refused), or that completed: its seen-list and page bounds; nothing is
+// marked deleted.
 func AbandonSweep(ctx context.Context, q Querier, sweepID int64) error {
 	if _, err := q.Exec(ctx, `DELETE FROM erp.sweep_seen WHERE sweep_id = $1`, sweepID); err != nil {
+		return fmt.Errorf("abandoning sweep %d: %w", sweepID, Describe(err))
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM erp.sweep_bounds WHERE sweep_id = $1`, sweepID); err != nil {
 		return fmt.Errorf("abandoning sweep %d: %w", sweepID, Describe(err))
 	}
 	return nil
 }
 
 // QueueAdvanceCheckpoint queues, in the pages' transaction, the record of
-// committed pages: the cursor of the next page and the counters. cp moves
-// on when the batch runs.
-func QueueAdvanceCheckpoint(b *pgx.Batch, cp *Checkpoint, nextCursor string, pages, rows int64) {
+// committed pages: the cursor of the next page, the counters, and what the
+// sweep learnt of the list (next's Order, LastID and MaxKey). cp becomes
+// next when the batch runs.
+func QueueAdvanceCheckpoint(b *pgx.Batch, cp *Checkpoint, next Checkpoint, pages, rows int64) {
 	b.Queue(`
-UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + $5, rows = rows + $6, updated_at = now()
+UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + $5, rows = rows + $6, sweep_order = nullif($8, ''),
+    sweep_last_id = nullif($9, ''), sweep_max_key = nullif($10, ''), updated_at = now()
 WHERE source = $1 AND stream = $2 AND login = $7 AND sweep_id = $3`,
-		cp.Key.Source, cp.Key.Stream, cp.SweepID, nextCursor, pages, rows, cp.Key.Login).Exec(func(tag pgconn.CommandTag) error {
-		if tag.RowsAffected() != 1 {
-			// Someone else moved this stream on: we are not the owner.
-			return fmt.Errorf("advancing checkpoint %s: sweep %d is no longer current", cp.Key, cp.SweepID)
-		}
-		cp.Cursor = nextCursor
-		cp.Pages += pages
-		cp.Rows += rows
-		return nil
-	})
+		cp.Key.Source, cp.Key.Stream, cp.SweepID, next.Cursor, pages, rows, cp.Key.Login, next.Order, next.LastID, next.MaxKey).
+		Exec(func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() != 1 {
+				// Someone else moved this stream on: we are not the owner.
+				return fmt.Errorf("advancing checkpoint %s: sweep %d is no longer current", cp.Key, cp.SweepID)
+			}
+			next.Pages, next.Rows = cp.Pages+pages, cp.Rows+rows
+			*cp = next
+			return nil
+		})
+}
+
+// Now is the warehouse's time: rows' synced_at are in its clock.
+func Now(ctx context.Context, q Querier) (time.Time, error) {
+	var t time.Time
+	if err := q.QueryRow(ctx, `SELECT now()`).Scan(&t); err != nil {
+		return t, fmt.Errorf("reading the time: %w", Describe(err))
+	}
+	return t, nil
 }
 
 // SendBatch runs, in one round trip, the statements the Queue* functions

@@ -234,6 +234,20 @@ ORDER BY d.id LIMIT $4`, pgx.Identifier(strings.Split(table, ".")).Sanitize()), 
 	return docs, nil
 }
 
+// ForgetJournalLines forgets which documents of a table the login of sc
+// read the journal lines of (those it decides, see DocumentsNeedingLines):
+// their lines are read again, and kept meanwhile.
+func ForgetJournalLines(ctx context.Context, tx pgx.Tx, table, kind string, sc model.Scope) (int64, error) {
+	tag, err := tx.Exec(ctx, fmt.Sprintf(`
+DELETE FROM erp.journal_line_documents l USING %s d
+WHERE l.source = $1 AND l.document_kind = $2 AND d.source = l.source AND d.id = l.document_id
+  AND `+decidedBy("d", "$4", "$5", "$3"), pgx.Identifier(strings.Split(table, ".")).Sanitize()), sc.Source, kind, listedBy(sc), sc.CompanyID, sc.BranchID)
+	if err != nil {
+		return 0, fmt.Errorf("forgetting the journal lines read of %s: %w", table, Describe(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
 // JournalLine is one line of a document's journal preview.
 type JournalLine struct {
 	Line          string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -33,6 +34,9 @@ type Table struct {
 	changedSQL string
 	deleteSQL  string
 	goneSQL    string
+	goneIDsSQL string
+	storedSQL  string
+	sameSQL    string
 	hasRowsSQL string
 	othersSQL  string
 }
@@ -104,7 +108,7 @@ SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FR
 	// Labels are compared only where the record carries its own: they
 	// never flip because another login listed the record.
 	t.changedSQL = fmt.Sprintf(`
-SELECT s.id FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::boolean[]) AS s(id, hash, company, branch, own)
+SELECT s.id, cur.id IS NULL FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::boolean[]) AS s(id, hash, company, branch, own)
 LEFT JOIN %s cur ON cur.source = $1 AND cur.id = s.id
 WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
    OR (s.own AND (cur.company_id <> s.company OR cur.branch_id <> s.branch))`, name)
@@ -113,21 +117,27 @@ WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
 
 	// The live rows the sweep's login decides whose ids the sweep did not
 	// see: rows listed by the login, and rows from before logins that
-	// carry its company and branch. EXCEPT hashes both sides whatever the
-	// planner knows: sweep_seen rarely has statistics, and a NOT EXISTS
-	// planned as a nested loop over it is quadratic.
+	// carry its company and branch; not a row written since the sweep
+	// began ($6), which a follow run, or anyone, wrote meanwhile. EXCEPT
+	// hashes both sides whatever the planner knows: sweep_seen rarely has
+	// statistics, and a NOT EXISTS planned as a nested loop over it is
+	// quadratic.
 	gone := fmt.Sprintf(`
     SELECT id FROM %s t
-    WHERE source = $1 AND deleted_at IS NULL AND %s
+    WHERE source = $1 AND deleted_at IS NULL AND synced_at < $6 AND %s
     EXCEPT
     SELECT id FROM erp.sweep_seen WHERE sweep_id = $4`, name, decidedBy("t", "$2", "$3", "$5"))
+	t.goneSQL = fmt.Sprintf(`SELECT count(*) FROM (%s) gone`, gone)
+	t.goneIDsSQL = gone
 	// A row the ERP no longer lists is marked, never removed: finance
 	// wants to see what disappeared.
-	t.deleteSQL = fmt.Sprintf(`UPDATE %s t SET deleted_at = now() FROM (%s) gone WHERE t.source = $1 AND t.id = gone.id`, name, gone)
-	// How many, and which (a digest of the ids, for the deletion guard).
-	t.goneSQL = fmt.Sprintf(`
-SELECT count(*), CASE WHEN $6 THEN sha256(convert_to(string_agg(id, E'\n' ORDER BY id COLLATE "C"), 'UTF8')) END
-FROM (%s) gone`, gone)
+	t.deleteSQL = fmt.Sprintf(`UPDATE %s SET deleted_at = now() WHERE source = $1 AND id = ANY($2) AND deleted_at IS NULL`, name)
+	t.storedSQL = fmt.Sprintf(`SELECT u.id FROM unnest($2::text[]) AS u(id) WHERE EXISTS (SELECT 1 FROM %s t WHERE t.source = $1 AND t.id = u.id)`, name)
+	// Rows stored as they are listed (the same hash), written by a time:
+	// a page of them is one the warehouse had then.
+	t.sameSQL = fmt.Sprintf(`
+SELECT count(*) FROM unnest($2::text[], $3::bytea[]) AS s(id, hash)
+JOIN %s t ON t.source = $1 AND t.id = s.id AND t.payload_hash = s.hash AND t.deleted_at IS NULL AND t.synced_at <= $4`, name)
 	return t
 }
 
@@ -199,6 +209,8 @@ type UpsertResult struct {
 	Inserted, Updated, Unchanged int64
 	// Changed are the ids of the rows written (inserted or updated).
 	Changed []string
+	// New are the ids of the rows inserted (a subset of Changed).
+	New []string
 	// OthersListed counts rows another login listed first (CountOthers).
 	OthersListed int64
 }
@@ -249,7 +261,15 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc SweepScope, rows []Row
 	var changedIDs []string
 	rows0, err := br.Query()
 	if err == nil {
-		changedIDs, err = pgx.CollectRows(rows0, pgx.RowTo[string])
+		var id string
+		var isNew bool
+		_, err = pgx.ForEachRow(rows0, []any{&id, &isNew}, func() error {
+			changedIDs = append(changedIDs, id)
+			if isNew {
+				res.New = append(res.New, id)
+			}
+			return nil
+		})
 	}
 	if err == nil && opts.TrackSeen {
 		_, err = br.Exec()
@@ -353,25 +373,64 @@ func (t *Table) HasRows(ctx context.Context, q Querier, source string) (bool, er
 	return ok, nil
 }
 
-// Gone counts the scope's live rows that the sweep did not see and, with
-// digest, names them by a digest of their ids.
-func (t *Table) Gone(ctx context.Context, tx pgx.Tx, sc SweepScope, digest bool) (int64, []byte, error) {
+// Gone counts the scope's live rows that the sweep did not see, written
+// before it began.
+func (t *Table) Gone(ctx context.Context, q Querier, sc SweepScope, began time.Time) (int64, error) {
 	var n int64
-	var d []byte
-	if err := tx.QueryRow(ctx, t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, sc.Login, digest).Scan(&n, &d); err != nil {
-		return 0, nil, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
+	if err := q.QueryRow(ctx, t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, sc.Login, began).Scan(&n); err != nil {
+		return 0, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
 	}
-	return n, d, nil
+	return n, nil
 }
 
-// MarkDeleted sets deleted_at on the scope's rows that the sweep did not
-// see and returns how many.
-func (t *Table) MarkDeleted(ctx context.Context, tx pgx.Tx, sc SweepScope) (int64, error) {
-	tag, err := tx.Exec(ctx, t.deleteSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, sc.Login)
+// GoneIDs lists the rows Gone counts.
+func (t *Table) GoneIDs(ctx context.Context, q Querier, sc SweepScope, began time.Time) ([]string, error) {
+	rows, err := q.Query(ctx, t.goneIDsSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, sc.Login, began)
+	if err != nil {
+		return nil, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
+	}
+	return ids, nil
+}
+
+// MarkDeleted sets deleted_at on the source's live rows of ids and
+// returns how many.
+func (t *Table) MarkDeleted(ctx context.Context, q Querier, source string, ids []string) (int64, error) {
+	tag, err := q.Exec(ctx, t.deleteSQL, source, ids)
 	if err != nil {
 		return 0, fmt.Errorf("%s mark deleted: %w", t.Name, Describe(err))
 	}
 	return tag.RowsAffected(), nil
+}
+
+// Stored lists which of ids the table holds a row of for the source.
+func (t *Table) Stored(ctx context.Context, q Querier, source string, ids []string) (map[string]bool, error) {
+	rows, err := q.Query(ctx, t.storedSQL, source, ids)
+	if err != nil {
+		return nil, fmt.Errorf("%s rows stored: %w", t.Name, Describe(err))
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("%s rows stored: %w", t.Name, Describe(err))
+	}
+	out := make(map[string]bool, len(found))
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// SameBy counts the rows among ids (with their hashes) that the table
+// holds live, as listed, written by a time.
+func (t *Table) SameBy(ctx context.Context, q Querier, source string, ids []string, hashes [][]byte, by time.Time) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, t.sameSQL, source, ids, hashes, by).Scan(&n); err != nil {
+		return 0, fmt.Errorf("%s rows unchanged: %w", t.Name, Describe(err))
+	}
+	return n, nil
 }
 
 // labels are the company and branch a row is written with: the record's

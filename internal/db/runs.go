@@ -16,26 +16,33 @@ import (
 // so they never collide with goose's one-key migration lock.
 const lockClass = 0x45525053
 
-func lockKey(source, stream string) int32 {
+// lockKey is the second key of a stream's lock of a kind of run: complete
+// sweeps (and resets) take the stream's own, as every release did; follow
+// runs take one of their own, so that a long sweep does not hold them up.
+func lockKey(source, stream string, kind model.RunKind) int32 {
 	h := fnv.New32a()
 	h.Write([]byte(source + "\x00" + stream))
+	if kind == model.KindFollow {
+		h.Write([]byte("\x00follow"))
+	}
 	return int32(h.Sum32())
 }
 
-// TryStreamLock takes the session advisory lock of a (source, stream) on
-// conn. The caller keeps conn out of the pool until it unlocks.
-func TryStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string) (bool, error) {
+// TryStreamLock takes the session advisory lock of a (source, stream) for
+// a kind of run on conn. The caller keeps conn out of the pool until it
+// unlocks.
+func TryStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind) (bool, error) {
 	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockClass, lockKey(source, stream)).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockClass, lockKey(source, stream, kind)).Scan(&ok); err != nil {
 		return false, fmt.Errorf("advisory lock %s/%s: %w", source, stream, Describe(err))
 	}
 	return ok, nil
 }
 
 // UnlockStream releases the lock taken by TryStreamLock.
-func UnlockStream(ctx context.Context, conn *pgx.Conn, source, stream string) error {
+func UnlockStream(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind) error {
 	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1, $2)`, lockClass, lockKey(source, stream)).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1, $2)`, lockClass, lockKey(source, stream, kind)).Scan(&ok); err != nil {
 		return fmt.Errorf("advisory unlock %s/%s: %w", source, stream, Describe(err))
 	}
 	if !ok {
@@ -44,13 +51,23 @@ func UnlockStream(ctx context.Context, conn *pgx.Conn, source, stream string) er
 	return nil
 }
 
-// CloseAbandonedRuns marks runs left 'running' by a process that died as
-// failed. Only the holder of the stream's lock may call it.
-func CloseAbandonedRuns(ctx context.Context, q Querier, source, stream string) (int64, error) {
+// runsOf is the kinds of run a kind's lock covers: a sweep's lock is held
+// by sweeps and resets.
+func runsOf(kind model.RunKind) []string {
+	if kind == model.KindFollow {
+		return []string{string(model.KindFollow)}
+	}
+	return []string{string(model.KindSweep), string(model.KindReset)}
+}
+
+// CloseAbandonedRuns marks runs of the kinds a lock covers left 'running'
+// by a process that died as failed. Only the holder of that lock may call
+// it.
+func CloseAbandonedRuns(ctx context.Context, q Querier, source, stream string, kind model.RunKind) (int64, error) {
 	tag, err := q.Exec(ctx, `
 UPDATE erp.sync_runs SET status = $3, finished_at = now(),
     error = 'abandoned: the process running it stopped without finishing (crash, kill or lost database connection)'
-WHERE source = $1 AND stream = $2 AND status = $4`, source, stream, model.StatusFailed, model.StatusRunning)
+WHERE source = $1 AND stream = $2 AND status = $4 AND kind = ANY($5)`, source, stream, model.StatusFailed, model.StatusRunning, runsOf(kind))
 	if err != nil {
 		return 0, fmt.Errorf("closing abandoned runs: %w", Describe(err))
 	}
@@ -58,11 +75,11 @@ WHERE source = $1 AND stream = $2 AND status = $4`, source, stream, model.Status
 }
 
 // StartRun records a run as running and returns its id.
-func StartRun(ctx context.Context, q Querier, k StreamKey, host string, pid int) (int64, error) {
+func StartRun(ctx context.Context, q Querier, k StreamKey, kind model.RunKind, host string, pid int) (int64, error) {
 	var id int64
 	err := q.QueryRow(ctx, `
-INSERT INTO erp.sync_runs (source, stream, login, status, host, pid) VALUES ($1, $2, nullif($6, ''), $3, $4, $5) RETURNING id`,
-		k.Source, k.Stream, model.StatusRunning, host, pid, k.Login).Scan(&id)
+INSERT INTO erp.sync_runs (source, stream, login, status, host, pid, kind) VALUES ($1, $2, nullif($6, ''), $3, $4, $5, $7) RETURNING id`,
+		k.Source, k.Stream, model.StatusRunning, host, pid, k.Login, kind).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("recording run start: %w", Describe(err))
 	}
@@ -93,14 +110,15 @@ type Holder struct {
 	PID   int32
 }
 
-// RunningRun returns the run of (source, stream) recorded as running, if
-// any: whoever holds the stream's lock wrote it.
-func RunningRun(ctx context.Context, q Querier, source, stream string) (Holder, bool, error) {
+// RunningRun returns the run of (source, stream) of the kinds a lock
+// covers recorded as running, if any: whoever holds that lock wrote it.
+func RunningRun(ctx context.Context, q Querier, source, stream string, kind model.RunKind) (Holder, bool, error) {
 	var h Holder
 	var host *string
 	var pid *int32
 	err := q.QueryRow(ctx, `SELECT started_at, host, pid FROM erp.sync_runs
-WHERE source = $1 AND stream = $2 AND status = $3 ORDER BY id DESC LIMIT 1`, source, stream, model.StatusRunning).Scan(&h.Since, &host, &pid)
+WHERE source = $1 AND stream = $2 AND status = $3 AND kind = ANY($4) ORDER BY id DESC LIMIT 1`,
+		source, stream, model.StatusRunning, runsOf(kind)).Scan(&h.Since, &host, &pid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return h, false, nil
 	}
@@ -112,7 +130,8 @@ WHERE source = $1 AND stream = $2 AND status = $3 ORDER BY id DESC LIMIT 1`, sou
 }
 
 // Prune removes bookkeeping older than retention: runs that finished
-// before it, except the last keep runs of each (source, stream), and
+// before it, except the last keep runs of each (source, stream) and kind
+// (follow runs are many, and must not push out the last sweeps), and
 // rejected records not rejected again since. It returns the rows removed
 // from each table.
 func Prune(ctx context.Context, q Querier, retention time.Duration, keep int) (runs, rejected int64, err error) {
@@ -120,14 +139,14 @@ func Prune(ctx context.Context, q Querier, retention time.Duration, keep int) (r
 	// older runs than that, and older than the retention, go.
 	tag, err := q.Exec(ctx, `
 WITH old AS (
-    SELECT DISTINCT source, stream FROM erp.sync_runs WHERE finished_at < now() - $1::interval
+    SELECT DISTINCT source, stream, kind FROM erp.sync_runs WHERE finished_at < now() - $1::interval
 ), keep_from AS (
-    SELECT o.source, o.stream, (SELECT id FROM erp.sync_runs k WHERE k.source = o.source AND k.stream = o.stream
-                                ORDER BY started_at DESC LIMIT 1 OFFSET $2 - 1) AS id
+    SELECT o.source, o.stream, o.kind, (SELECT id FROM erp.sync_runs k WHERE k.source = o.source AND k.stream = o.stream
+                                        AND k.kind = o.kind ORDER BY started_at DESC LIMIT 1 OFFSET $2 - 1) AS id
     FROM old o
 )
 DELETE FROM erp.sync_runs r USING keep_from kf
-WHERE r.source = kf.source AND r.stream = kf.stream AND r.id < kf.id
+WHERE r.source = kf.source AND r.stream = kf.stream AND r.kind = kf.kind AND r.id < kf.id
   AND r.finished_at < now() - $1::interval AND r.status <> $3`,
 		retention, keep, model.StatusRunning)
 	if err != nil {

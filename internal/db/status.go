@@ -35,7 +35,8 @@ SELECT k.source, k.stream, k.login, coalesce(l.status, ''), l.started_at, l.fini
        f.last_sweep_completed_at, extract(epoch FROM f.age)::float8,
        coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0),
        c.last_sweep_rows, coalesce(l.rows_seen, 0), coalesce(c.held_deletions, 0),
-       coalesce(c.warning, ''), coalesce(c.list_scope, '')
+       coalesce(c.warning, ''), coalesce(c.list_scope, ''),
+       coalesce(f.list_order, ''), f.last_follow_at, extract(epoch FROM f.new_records_age)::float8, coalesce(f.last_follow_swept, '')
 FROM keys k
 LEFT JOIN last l USING (source, stream, login)
 LEFT JOIN ended e USING (source, stream, login)
@@ -55,7 +56,8 @@ func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
 		var s model.StreamStatus
 		err := r.Scan(&s.Source, &s.Stream, &s.Login, &s.LastRunStatus, &s.LastRunStarted, &s.LastRunFinished, &s.LastError,
 			&s.LastSuccess, &s.FreshnessSecs, &s.SweepInProgress, &s.SweepPages, &s.SweepRows,
-			&s.LastSweepRows, &s.Rows, &s.HeldDeletions, &s.StreamWarning, &s.ListScope)
+			&s.LastSweepRows, &s.Rows, &s.HeldDeletions, &s.StreamWarning, &s.ListScope,
+			&s.ListOrder, &s.LastFollow, &s.NewRecordsSecs, &s.FollowSwept)
 		return s, err
 	})
 	if err != nil {

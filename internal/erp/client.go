@@ -1,6 +1,7 @@
 // Package erp is the read-only client of the ERP's HTTP API. Its exported
 // API can only GET: the two POSTs the product allows (token and revoke)
-// are unexported and reachable only through Login and Close.
+// are unexported, sent only to log in when a read needs a token and by
+// Close.
 package erp
 
 import (

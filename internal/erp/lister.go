@@ -33,6 +33,9 @@ type ListRequest struct {
 	PageSize int
 	// Cursor resumes a cursor-paged walk at a position saved earlier.
 	Cursor string
+	// Start begins an offset-paged walk at this record (a position saved
+	// earlier).
+	Start int64
 	// MaxPages bounds a walk against an ERP that never says it is done;
 	// default 1,000,000.
 	MaxPages int
@@ -63,6 +66,9 @@ func (c *Client) List(req ListRequest) *Lister {
 		req.MaxPages = 1_000_000
 	}
 	l := &Lister{c: c, req: req, route: RouteLabel(req.Path), total: -1, cursor: req.Cursor}
+	if req.Paging == OffsetPaged {
+		l.read = req.Start
+	}
 	q := cloneValues(req.Query)
 	switch req.Paging {
 	case CursorPaged:
@@ -71,7 +77,7 @@ func (c *Client) List(req ListRequest) *Lister {
 			q.Set("cursor", req.Cursor)
 		}
 	case OffsetPaged:
-		l.setOffset(q, 0, 1)
+		l.setOffset(q, l.read, 1)
 	}
 	l.next = c.url(req.Path, q)
 	return l
@@ -106,8 +112,12 @@ func (l *Lister) Done() bool { return l.done }
 // page by cursor and so cannot be resumed).
 func (l *Lister) Cursor() string { return l.cursor }
 
-// Read is the number of records read so far.
-func (l *Lister) Read() int64 { return l.read }
+// Position is where the next request starts: the cursor it carries (""
+// for the first page of a cursor-paged walk, or when the route is not
+// paged by cursor), and the record it starts at (offset-paged walks; the
+// records read so far otherwise). A walk started at that position asks
+// the same request again.
+func (l *Lister) Position() (cursor string, start int64) { return l.cursor, l.read }
 
 // Total is the size of the whole list as the ERP stated it (DataTables
 // recordsTotal, DRF count), or -1 when it did not say.

@@ -7,6 +7,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	gosync "sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,12 @@ type Metrics struct {
 	rateWait    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	lastSuccess *prometheus.GaugeVec
+	lastFollow  *prometheus.GaugeVec
+	followEvery *prometheus.GaugeVec
+	followSwept *prometheus.CounterVec
+	missed      *prometheus.CounterVec
+	drift       *prometheus.CounterVec
+	driftFields driftFields
 	lastFailed  *prometheus.GaugeVec
 	held        *prometheus.GaugeVec
 	skipped     *prometheus.CounterVec
@@ -69,6 +76,26 @@ func New() *Metrics {
 			Name: "erpsync_last_success_timestamp_seconds",
 			Help: "Unix time the stream's data read through the login were last complete (its last completed sweep), as erp.stream_freshness has it.",
 		}, []string{"source", "stream", "login"}),
+		lastFollow: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "erpsync_last_follow_timestamp_seconds",
+			Help: "Unix time a follow run of the paged list through the login last read everything new (found something or not), as erp.stream_freshness has it.",
+		}, []string{"source", "stream", "login"}),
+		followEvery: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "erpsync_follow_interval_seconds",
+			Help: "Seconds between two scheduled follow runs of a paged list (its schedule; erpsync_schedule_interval_seconds is then its complete sweeps'). Only streams that are followed have it.",
+		}, []string{"source", "stream"}),
+		followSwept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "erpsync_follow_sweeps_total",
+			Help: "Follow runs that read the whole list instead (the list not in a strict order of ids, continuity not proved, the login's first run), as erp.sync_runs.note says why.",
+		}, []string{"source", "stream", "login"}),
+		missed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "erpsync_follow_missed_total",
+			Help: "Records a complete sweep inserted at or below the highest id follow runs had read: records the follows missed (the login's list is then swept, not followed, until reset).",
+		}, []string{"source", "stream", "login"}),
+		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "erpsync_schema_drift_total",
+			Help: "Records that differed from what the stream expects, by field and change: added, missing, type (another JSON kind), scale (money), duplicate, unusable (a typed column could not read it and is NULL). Fields past the first 100 of a stream are counted as field=\"(other)\".",
+		}, []string{"source", "stream", "field", "change"}),
 		lastFailed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_last_run_failed", Help: "1 if the last run of the stream through the login failed, else 0.",
 		}, []string{"source", "stream", "login"}),
@@ -86,7 +113,7 @@ func New() *Metrics {
 		}, []string{"source", "stream"}),
 		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "erpsync_schedule_interval_seconds",
-			Help: "Seconds between two scheduled runs of the stream (for cron specs, the next interval).",
+			Help: "Seconds between two scheduled runs of the stream that read it whole (complete sweeps; for cron specs, the next interval).",
 		}, []string{"source", "stream"}),
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "erpsync_pruned_rows_total",
@@ -110,7 +137,7 @@ func New() *Metrics {
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.rows, m.pages, m.requests, m.retries, m.rateWait, m.duration,
-		m.lastSuccess, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
+		m.lastSuccess, m.lastFollow, m.followEvery, m.followSwept, m.missed, m.drift, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -146,6 +173,16 @@ func (m *Metrics) Declare(source, stream string, logins []string, interval time.
 	m.budgetWait.WithLabelValues(source)
 	for _, l := range logins {
 		m.held.WithLabelValues(source, stream, l)
+	}
+}
+
+// DeclareFollow creates the series of a stream that is followed, with its
+// follow schedule's interval.
+func (m *Metrics) DeclareFollow(source, stream string, logins []string, interval time.Duration) {
+	m.followEvery.WithLabelValues(source, stream).Set(interval.Seconds())
+	for _, l := range logins {
+		m.followSwept.WithLabelValues(source, stream, l)
+		m.missed.WithLabelValues(source, stream, l)
 	}
 }
 
@@ -203,12 +240,59 @@ func (m *Metrics) RunFinished(source, stream string, o model.RunOutcome) {
 		m.lastSuccess.WithLabelValues(source, stream, o.Login).Set(float64(o.FreshAt.UnixNano()) / 1e9)
 		m.held.WithLabelValues(source, stream, o.Login).Set(float64(o.HeldDeletions))
 	}
+	if !o.FollowedAt.IsZero() {
+		m.lastFollow.WithLabelValues(source, stream, o.Login).Set(float64(o.FollowedAt.UnixNano()) / 1e9)
+	}
+	if o.Swept {
+		m.followSwept.WithLabelValues(source, stream, o.Login).Inc()
+	}
 	switch o.Status {
 	case model.StatusSucceeded:
 		m.lastFailed.WithLabelValues(source, stream, o.Login).Set(0)
 	case model.StatusFailed:
 		m.lastFailed.WithLabelValues(source, stream, o.Login).Set(1)
 	}
+}
+
+// DriftCounted implements sync.Observer.
+func (m *Metrics) DriftCounted(source, stream, field, change string, n int64) {
+	m.drift.WithLabelValues(source, stream, m.driftFields.label(source, stream, field), change).Add(float64(n))
+}
+
+// maxDriftFields bounds the fields a stream's drift is counted under: the
+// fields come from the ERP's records, and an installation that adds a
+// field per record must not make a series per record.
+const maxDriftFields = 100
+
+// driftFields remembers, per stream, the fields drift was counted under.
+type driftFields struct {
+	mu   gosync.Mutex
+	seen map[[2]string]map[string]bool
+}
+
+// label is field, or "(other)" once the stream has maxDriftFields others.
+func (d *driftFields) label(source, stream, field string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = map[[2]string]map[string]bool{}
+	}
+	k := [2]string{source, stream}
+	fields := d.seen[k]
+	if fields == nil {
+		fields = map[string]bool{}
+		d.seen[k] = fields
+	}
+	if !fields[field] && len(fields) >= maxDriftFields {
+		return "(other)"
+	}
+	fields[field] = true
+	return field
+}
+
+// FollowMissed implements sync.Observer.
+func (m *Metrics) FollowMissed(source, stream, login string, n int64) {
+	m.missed.WithLabelValues(source, stream, login).Add(float64(n))
 }
 
 // ERP returns the observer of one source's ERP client (an erp.Observer).

@@ -69,6 +69,11 @@ func exported(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	m := New()
 	m.Declare("default", "invoices", []string{"north", "south"}, 5*time.Minute)
+	m.DeclareFollow("default", "invoices", []string{"north", "south"}, 30*time.Second)
+	m.FollowMissed("default", "invoices", "north", 1)
+	m.DriftCounted("default", "invoices", "date", "unusable", 3)
+	m.RunFinished("default", "invoices", model.RunOutcome{Login: "north", Kind: model.KindFollow, Status: model.StatusSucceeded,
+		Elapsed: time.Second, FollowedAt: time.Now(), Swept: true})
 	m.PageCommitted("default", "invoices", model.RunStats{Pages: 1, Inserted: 2, Updated: 1, Unchanged: 3, Rejected: 1})
 	m.RunFinished("default", "invoices", model.RunOutcome{Login: "north", Status: model.StatusSucceeded, Elapsed: time.Second,
 		FreshAt: time.Now(), HeldDeletions: 2})
@@ -393,6 +398,11 @@ func TestRuleLabelProblems(t *testing.T) {
 func TestDeclareLogins(t *testing.T) {
 	m := New()
 	m.Declare("default", "invoices", []string{"north", "south"}, 5*time.Minute)
+	m.DeclareFollow("default", "invoices", []string{"north", "south"}, 30*time.Second)
+	m.FollowMissed("default", "invoices", "north", 1)
+	m.DriftCounted("default", "invoices", "date", "unusable", 3)
+	m.RunFinished("default", "invoices", model.RunOutcome{Login: "north", Kind: model.KindFollow, Status: model.StatusSucceeded,
+		Elapsed: time.Second, FollowedAt: time.Now(), Swept: true})
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

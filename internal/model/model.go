@@ -17,6 +17,17 @@ const (
 	StatusCancelled RunStatus = "cancelled"
 )
 
+// RunKind is what a run does, as stored in erp.sync_runs.kind: a complete
+// sweep reads a whole stream and decides its deletions; a follow run reads
+// what is new in a paged list; a reset starts a stream over.
+type RunKind string
+
+const (
+	KindSweep  RunKind = "sweep"
+	KindFollow RunKind = "follow"
+	KindReset  RunKind = "reset"
+)
+
 // FinalStatuses are the statuses a run can end with.
 var FinalStatuses = []RunStatus{StatusSucceeded, StatusFailed, StatusCancelled}
 
@@ -47,11 +58,16 @@ type Scope struct {
 // RunOutcome is what a finished run tells its observers.
 type RunOutcome struct {
 	Login   string
+	Kind    RunKind
 	Status  RunStatus
 	Elapsed time.Duration
 	// FreshAt is when the stream's data were complete, if this run
 	// completed them (zero otherwise).
 	FreshAt time.Time
+	// FollowedAt is when a follow run had read everything new (zero
+	// otherwise); Swept, that it read the whole list to do so.
+	FollowedAt time.Time
+	Swept      bool
 	// HeldDeletions is how many rows the deletion guard held (0: none).
 	HeldDeletions int64
 }

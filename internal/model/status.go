@@ -32,6 +32,16 @@ type StreamStatus struct {
 	// ListScope is what the login's sweeps showed of the lists: "branch",
 	// "company" (every login of the company reads every record), or "".
 	ListScope string `json:"list_scope,omitempty"`
+	// ListOrder is the order the login's last two complete sweeps agree
+	// the list's ids come in ("ascending", "descending", "unordered"; ""
+	// when they do not say): a paged list is followed in a strict order.
+	ListOrder string `json:"list_order,omitempty"`
+	// LastFollow is when a follow run last read everything new;
+	// NewRecordsSecs how long ago that, or the last complete sweep, was;
+	// FollowSwept why the last follow run read the whole list instead.
+	LastFollow     *time.Time `json:"last_follow,omitempty"`
+	NewRecordsSecs *float64   `json:"new_records_seconds,omitempty"`
+	FollowSwept    string     `json:"follow_swept,omitempty"`
 	// StreamWarning is what the login's last successful run warned of
 	// (a list that may be cut, an installation that ignores date_to).
 	StreamWarning string `json:"-"`

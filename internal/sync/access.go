@@ -40,6 +40,9 @@ func (a Access) Policy() string { return "reads_" + a.String() }
 var SideTables = map[string]Access{
 	"sync_checkpoints":       ByLogin,
 	"sync_runs":              ByLogin,
+	"sync_follow":            ByLogin,
+	"sweep_bounds":           Withheld,
+	"deletion_candidates":    Withheld,
 	"sync_logins":            ByCompany,
 	"sweep_pages":            Withheld,
 	"sweep_seen":             Withheld,

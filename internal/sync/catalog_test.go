@@ -30,7 +30,7 @@ func declaredAccess() declarations {
 	for _, name := range catalog.Names() {
 		s, _ := catalog.Lookup(name)
 		info := s.Info()
-		out[strings.TrimPrefix(info.Table, "erp.")] = info.Access
+		out[strings.TrimPrefix(info.TableName(), "erp.")] = info.Access
 	}
 	return out
 }

@@ -36,6 +36,8 @@ type harness struct {
 	prefixes map[string]string
 	// settings are the streams' own settings, by stream.
 	settings map[string]map[string]string
+	// driftStop are the streams whose drift policy is stop.
+	driftStop map[string]bool
 }
 
 func newHarness(t *testing.T, opts erpsim.Options) *harness {
@@ -73,13 +75,39 @@ func (h *harness) newClient(o erp.Options) *erp.Client {
 
 func (h *harness) run(stream string) sync.Result {
 	h.t.Helper()
+	return h.runKind(stream, h.runner.Run)
+}
+
+// follow makes one follow run of a stream.
+func (h *harness) follow(stream string) sync.Result {
+	h.t.Helper()
+	return h.runKind(stream, h.runner.Follow)
+}
+
+// runFunc is a kind of run: Runner.Run or Runner.Follow.
+type runFunc func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, model.RunStats)) []sync.Result
+
+func (h *harness) runKind(stream string, run runFunc) sync.Result {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return h.runCtx(ctx, stream, run)
+}
+
+// runCtx runs a stream with ctx, which the test may cancel mid-run.
+func (h *harness) runCtx(ctx context.Context, stream string, run runFunc) sync.Result {
+	h.t.Helper()
 	s, ok := catalog.Lookup(stream)
 	if !ok {
 		h.t.Fatalf("no stream %s", stream)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	return h.runner.Run(ctx, nil, sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages, Prefixes: h.prefixes, Settings: h.settings}, s, nil)[0]
+	return run(ctx, nil, h.target(), s, nil)[0]
+}
+
+// target is the simulator as one source with one login.
+func (h *harness) target() sync.Target {
+	return sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages,
+		Prefixes: h.prefixes, Settings: h.settings, DriftStop: h.driftStop}
 }
 
 func (h *harness) mustRun(stream string) sync.Result {

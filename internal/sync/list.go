@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -31,16 +30,16 @@ type List struct {
 	Contract Contract
 	// Schedule is the default schedule; "" is DefaultSchedule.
 	Schedule string
-	// Follows: the list can be followed (Info.Follows); its default sweep
-	// schedule is, for now, its Schedule.
-	Follows bool
+	// SweepSchedule is the default schedule of its complete sweeps when
+	// it is followed (a list paged by cursor or by start/length, see
+	// follows); "" is Schedule: every run a complete sweep.
+	SweepSchedule string
 	// Core lists are enabled when the configuration names no streams.
 	Core    bool
 	Columns []Column
-	// Expect lists the top-level fields the stream expects with their JSON
-	// kinds ("number|string"); differences are recorded as drift. null
-	// matches any kind.
-	Expect map[string]string
+	// Also are the top-level fields expected besides those the columns
+	// read, with their JSON kinds (see Table.Also).
+	Also map[string]string
 	// Month is the field whose YYYY-MM puts a record in a month for the
 	// sums `erpsync verify` compares ("" : one total).
 	Month string
@@ -58,18 +57,14 @@ type List struct {
 	table *Table
 }
 
-// DefaultSchedule is the schedule of a stream that declares none.
-const DefaultSchedule = "@every 30m"
-
 // Name is the stream's name.
 func (l *List) Name() string { return l.Stream }
 
-// Info declares the list's route, table and columns.
+// Info declares the list's route and table.
 func (l *List) Info() Info {
-	schedule := cmp.Or(l.Schedule, DefaultSchedule)
-	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: schedule,
-		Follows: l.Follows, SweepSchedule: schedule, Core: l.Core, History: l.History, Access: l.Access,
-		Table: "erp." + l.Stream, Money: l.table.columnsOf(true), Typed: l.table.columnsOf(false)}
+	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: l.Schedule,
+		Follows: l.follows(), SweepSchedule: l.SweepSchedule, Core: l.Core, History: l.History, Access: l.Access, Rows: l.table,
+		Month: l.Month}
 }
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.
@@ -77,7 +72,7 @@ func (l *List) Validate() error {
 	if !strings.HasPrefix(l.Path, "/") && !strings.HasPrefix(l.Path, "{") {
 		return fmt.Errorf("path %q must start with / (or a {prefix})", l.Path)
 	}
-	l.table = &Table{Name: l.Stream, Columns: l.Columns, Expect: l.Expect}
+	l.table = &Table{Name: l.Stream, Columns: l.Columns, Also: l.Also}
 	return l.table.Validate()
 }
 
@@ -87,10 +82,22 @@ func (l *List) Table() *Table { return l.table }
 // resumable: only a cursor says where an interrupted sweep stopped.
 func (l *List) resumable() bool { return l.Paging == erp.CursorPaged }
 
+// follows: a list paged by cursor or by start/length may be followed
+// (read from where the last read ended) between complete sweeps; a list
+// read in one answer is read whole every time.
+func (l *List) follows() bool { return l.Paging == erp.CursorPaged || l.Paging == erp.OffsetPaged }
+
 // request is the walk of the route for a source, from cursor ("" for the
 // first page).
 func (l *List) request(t Target, cursor string) erp.ListRequest {
 	return erp.ListRequest{Path: t.Path(l.Path), Query: l.Query, Paging: l.Paging, PageSize: t.PageSize, Cursor: cursor}
+}
+
+// requestAt is the walk of the route from a position read earlier.
+func (l *List) requestAt(t Target, at db.Anchor) erp.ListRequest {
+	req := l.request(t, at.Cursor)
+	req.Start = at.Start
+	return req
 }
 
 // prepare checks and converts a page's records. It is pure CPU work, done
@@ -100,9 +107,9 @@ func (l *List) request(t Target, cursor string) erp.ListRequest {
 // (for the seen-list) and drift are taken.
 func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *preparedPage {
 	records, parsed := p.Records, p.Parsed
-	b := &preparedPage{received: len(records), rows: make([]db.Row, 0, len(records))}
+	page := &preparedPage{received: len(records), rows: make([]db.Row, 0, len(records))}
 	request := known.request(p)
-	b.known = known.holds(request, p.Digest)
+	page.known = known.holds(request, p.Digest)
 	var drift Drift
 	// One allocation for the typed values of the whole page.
 	n := len(l.Columns)
@@ -111,7 +118,7 @@ func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *prepar
 		var row db.Row
 		var rec erp.Record
 		var err error
-		if b.known {
+		if page.known {
 			rec = parsed[i]
 			row, err = l.table.knownRow(rec, values[i*n:(i+1)*n:(i+1)*n], &drift)
 		} else {
@@ -119,58 +126,78 @@ func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *prepar
 		}
 		if err != nil {
 			id, _, _ := rec.Text("id") // a zero Record has no id
-			b.rejected = append(b.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
+			page.rejected = append(page.rejected, db.Rejected{RecordID: id, Reason: err.Error(), Record: raw})
 			continue
 		}
+		page.ids = append(page.ids, row.ID)
 		if row.Labels.Own {
-			b.labelled++
+			page.labelled++
 			if row.Labels.CompanyID != scope.CompanyID || row.Labels.BranchID != scope.BranchID {
-				b.otherBranch++
+				page.otherBranch++
 			}
 		}
-		b.rows = append(b.rows, row)
+		page.rows = append(page.rows, row)
 	}
 	// A record listed twice in one page keeps its last version: two rows
 	// with one key in one INSERT would fail the whole page.
-	b.rows = KeepLast(b.rows, func(r db.Row) string { return r.ID }, func(earlier db.Row) {
+	page.rows = KeepLast(page.rows, func(r db.Row) string { return r.ID }, func(earlier db.Row) {
 		drift.add("id", "duplicate", "listed twice on one page; the last copy kept", earlier.ID)
 	})
-	b.drift = drift.Entries()
+	page.drift = drift.Entries()
 	// A page with rejected records is read in full every time, so that
 	// each of them is counted and its last_seen kept current.
-	if len(b.rejected) == 0 && known.on {
-		b.digest = &db.PageDigest{Request: request, Answer: p.Digest}
+	if len(page.rejected) == 0 && known.on {
+		page.digest = &db.PageDigest{Request: request, Answer: p.Digest}
 	}
-	return b
+	return page
 }
 
 // reprepare turns a known prepared page into a full one, to be written.
-func (l *List) reprepare(b *preparedPage) {
-	full := l.prepare(b.page, knownPages{}, b.scope)
-	b.known, b.rows, b.rejected, b.drift = false, full.rows, full.rejected, full.drift
+func (l *List) reprepare(page *preparedPage) {
+	full := l.prepare(page.answer, knownPages{}, page.scope)
+	page.known, page.rows, page.rejected, page.drift, page.ids = false, full.rows, full.rejected, full.drift, full.ids
 }
 
 // knownPages are the pages of a stream's last complete sweep, by a digest
 // of their request, with the digest of what the ERP answered then. The
 // request's digest also covers the stream's definition and the run's
-// scope, so a changed definition or scope knows no page.
+// scope, so a changed definition or scope knows no page. A page holding a
+// row changed since that sweep by anything but the sweep (a follow run,
+// or a hand in the warehouse: see db.Table.ChangedSince) is not known: its
+// rows may not be as that answer left them.
 type knownPages struct {
 	on      bool   // the sweep records its pages (all but bulk loads' pages are looked up)
 	context []byte // what the request digest covers besides the request
 	answers db.Answers
+	changed map[string]bool
 }
 
 // digestVersion changes whenever the way records become rows changes: the
 // pages a previous version recorded are then known no more.
 const digestVersion = "3"
 
-func (l *List) knownPages(sc model.Scope, answers db.Answers) knownPages {
+func (l *List) knownPages(sc model.Scope, answers db.Answers, changed []string) knownPages {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00", digestVersion, l.Stream, sc.Source, sc.Login, sc.CompanyID, sc.BranchID)
 	for _, c := range l.Columns {
 		fmt.Fprintf(h, "%s\x00%s\x00%q\x00%d\x00%t\x00%d\x00", c.Name, c.Field, c.Alt, c.Type, c.Lenient, c.Scale)
 	}
-	return knownPages{on: true, context: h.Sum(nil), answers: answers}
+	k := knownPages{on: true, context: h.Sum(nil), answers: answers, changed: make(map[string]bool, len(changed))}
+	for _, id := range changed {
+		k.changed[id] = true
+	}
+	return k
+}
+
+// touched reports whether one of rows changed since the known pages'
+// sweep.
+func (k knownPages) touched(rows []db.Row) bool {
+	for _, r := range rows {
+		if k.changed[r.ID] {
+			return true
+		}
+	}
+	return false
 }
 
 func (k knownPages) request(p *erp.Page) [sha256.Size]byte {

@@ -22,25 +22,23 @@ type Prober interface {
 	Probe(ctx context.Context, p *Probe) ProbeReport
 }
 
-// Probe is one login of a source, as a Prober sees it.
+// Probe is one login of a source, as a Prober sees it: its View.
 type Probe struct {
-	Target Target
-	Login  Login
-	// Scope is the source, the login and its company and branch context.
-	Scope model.Scope
+	*View
 }
 
-// Client is the login's ERP client.
-func (p *Probe) Client() *erp.Client { return p.Login.Client }
-
-// Path is path with the source's prefix (see Target.Path).
-func (p *Probe) Path(path string) string { return p.Target.Path(path) }
+// NewProbe is the probe of a login of t whose token carries id's company
+// and branch.
+func NewProbe(t Target, l Login, id erp.Identity) *Probe {
+	return &Probe{View: &View{target: t, login: l,
+		scope: model.Scope{Source: t.Source, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}}}
+}
 
 // Report is the report of stream s for this login, its declarations
 // filled in; route, when not "", overrides Info's.
 func (p *Probe) Report(s Stream, route string) ProbeReport {
 	info := s.Info()
-	return ProbeReport{Stream: s.Name(), Login: p.Scope.Login, CompanyID: p.Scope.CompanyID, BranchID: p.Scope.BranchID,
+	return ProbeReport{Stream: s.Name(), Login: p.scope.Login, CompanyID: p.scope.CompanyID, BranchID: p.scope.BranchID,
 		Route: cmp.Or(route, info.Route), Permission: info.Permission, Contract: info.Contract}
 }
 
@@ -82,6 +80,11 @@ type ProbeReport struct {
 	// the list: "branch" (each login lists its branch's records),
 	// "company" (each lists the whole company's), or "" (cannot tell).
 	ListScope string `json:"list_scope,omitempty"`
+	// Order is the order of the ids a paged list's first page listed
+	// ("ascending", "descending", "unordered"; "" with fewer than two),
+	// and Follow the way it would be followed between complete sweeps.
+	Order  string `json:"order,omitempty"`
+	Follow string `json:"follow,omitempty"`
 	// Warnings are what is worth knowing without making the stream
 	// unusable.
 	Warnings []string `json:"warnings,omitempty"`
@@ -106,9 +109,9 @@ const probePageSize = 5
 // Probe reads the first page of the route.
 func (l *List) Probe(ctx context.Context, p *Probe) ProbeReport {
 	rep := p.Report(l, "GET "+p.Path(l.Path))
-	req := l.request(p.Target, "")
+	req := l.request(p.target, "")
 	req.PageSize = probePageSize
-	page, err := p.Client().List(req).Next(ctx)
+	page, err := p.FirstPage(ctx, req)
 	if err != nil {
 		rep.Failed(err)
 		return rep
@@ -116,8 +119,27 @@ func (l *List) Probe(ctx context.Context, p *Probe) ProbeReport {
 	defer page.Release()
 	rep.Status = http.StatusOK
 	rep.Page(page, req.PageSize)
-	rep.Examine(page, p.Scope, []string{"id"}, l.Info().Money, l.Expect)
+	rep.Examine(page, []string{"id"}, l.table.columnsOf(true), l.table.Expected())
+	if l.follows() {
+		var trail orderTrail
+		rep.Order = trail.extend(rep.IDs)
+		rep.Follow = followStrategy(rep.Order)
+	}
 	return rep
+}
+
+// followStrategy says how a list whose ids come in order would be
+// followed between its complete sweeps.
+func followStrategy(order string) string {
+	switch order {
+	case ascending:
+		return "new records last: follow runs ask again from the last page read and read on"
+	case descending:
+		return "new records first: follow runs read from the first page to one the warehouse has"
+	case unordered:
+		return "not in a strict order of ids: every run is a complete sweep"
+	}
+	return "too few records to tell the order: complete sweeps until two agree"
 }
 
 // Failed records what an error says of the route: its status, and a 403
@@ -197,11 +219,11 @@ func (p *ProbeReport) Page(page *erp.Page, asked int) {
 }
 
 // Examine looks at records as a stream would use them, read through the
-// login of scope: is the first of idFields there (nil: no id needed), do
+// report's login: is the first of idFields there (nil: no id needed), do
 // the money fields parse and with what scale, which expected fields are
 // missing and which are unexpected (when expect is not nil), and which
 // company and branch the records carry.
-func (p *ProbeReport) Examine(page *erp.Page, scope model.Scope, idFields, money []string, expect map[string]string) {
+func (p *ProbeReport) Examine(page *erp.Page, idFields, money []string, expect map[string]string) {
 	p.Records = len(page.Records)
 	probes := make([]MoneyProbe, len(money))
 	missing, unexpected := map[string]bool{}, map[string]bool{}
@@ -219,7 +241,7 @@ func (p *ProbeReport) Examine(page *erp.Page, scope model.Scope, idFields, money
 		}
 		if lb := RecordLabels(rec); lb.Own {
 			p.Labelled++
-			if lb.CompanyID != scope.CompanyID || lb.BranchID != scope.BranchID {
+			if lb.CompanyID != p.CompanyID || lb.BranchID != p.BranchID {
 				p.OtherBranch++
 			}
 		}

@@ -5,83 +5,43 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
-	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
-// Run is one run of one stream for one source: what a Stream's Sync gets.
-// It holds the stream's lock for its whole life and writes on the lock's
-// connection, so a run whose connection is lost can write nothing more.
+// Run is one run of one stream through one login of a source: the handle
+// a stream's steps get. It reads the ERP through its View. It holds the
+// stream's lock for its whole life and writes on the lock's connection,
+// so a run whose connection is lost can write nothing more.
 type Run struct {
+	*View
 	runner   *Runner
-	target   Target
-	login    Login
 	key      db.StreamKey // source, stream, login
+	kind     model.RunKind
 	info     Info
 	conn     *pgx.Conn
 	runID    int64
 	log      *slog.Logger
 	progress func(model.RunStats)
-	stop     <-chan struct{}
 
-	scope   model.Scope
-	sweepID int64
-	stats   model.RunStats
-	notes   []string
-	warns   []string // what status shows until the next successful run
-	freshAt time.Time
-	held    int64         // rows the deletion guard held
-	rejects []db.Rejected // reported since the last commit
-	drift   []db.Drift    // reported since the last commit
-
-	// written are the ids the sweep wrote so far; a known page holding one
-	// of them is not skipped (see committer.page). Past maxWritten ids,
-	// no page is skipped for the rest of the sweep.
-	written  map[string]struct{}
-	skipOff  bool
-	fellBack bool // a bulk load met a row it had written already
-	lists    listScope
+	// What the run did, for its result and erp.sync_runs.
+	sweepID    int64     // the sweep it walked, if any
+	followedAt time.Time // when a follow run had read everything new
+	swept      string    // why a follow run swept instead
+	stats      model.RunStats
+	notes      []string
+	warns      []string // what status shows until the next successful run
+	freshAt    time.Time
+	held       int64         // rows the deletion guard held
+	rejects    []db.Rejected // reported since the last commit
+	drift      []db.Drift    // reported since the last commit
 }
-
-// listScope gathers what a sweep shows of the stream's lists: records of
-// other branches (their own labels say so), or rows another login of the
-// source listed first, mean the lists hold the whole company's records
-// (every login of the company reads each one); records all carrying the
-// login's own branch mean the branch's. Without labels, a login that
-// lists rows no other login does cannot tell which: nothing is said.
-type listScope struct {
-	companyWide bool // evidence of company-wide lists
-	labelled    int  // records with their own labels
-}
-
-func (l *listScope) observe(b *preparedPage, othersListed int64) {
-	l.companyWide = l.companyWide || b.otherBranch > 0 || othersListed > 0
-	l.labelled += b.labelled
-}
-
-// scope is what the sweep showed: "company", "branch", or "".
-func (l listScope) scope() string {
-	switch {
-	case l.companyWide:
-		return "company"
-	case l.labelled > 0:
-		return "branch"
-	}
-	return ""
-}
-
-// Client is the ERP client of the run's login.
-func (r *Run) Client() *erp.Client { return r.login.Client }
-
-// Scope is the run's source and login, with the company and branch
-// context of the login: the labels of a row whose record carries none.
-func (r *Run) Scope() model.Scope { return r.scope }
 
 // Setting is the value of one of the stream's own settings (Info.Settings)
 // for the source: configured, else its default.
@@ -97,12 +57,27 @@ func (r *Run) Setting(key string) string {
 	return ""
 }
 
-// PageSize is the number of records to ask for per page.
-func (r *Run) PageSize() int { return r.target.PageSize }
+// Int is the value of one of the stream's own whole-number settings
+// (IntSetting), checked again.
+func (r *Run) Int(key string) (int, error) {
+	for _, s := range r.info.Settings {
+		if s.Key == key && s.Check != nil {
+			if err := s.Check(r.Setting(key)); err != nil {
+				return 0, fmt.Errorf("%s: setting %s: %w", r.key.Stream, key, err)
+			}
+		}
+	}
+	n, err := strconv.Atoi(r.Setting(key))
+	if err != nil {
+		return 0, fmt.Errorf("%s: setting %s: %q is not a whole number", r.key.Stream, key, r.Setting(key))
+	}
+	return n, nil
+}
 
-// Path is p with a leading {name} replaced by the source's prefix of that
-// name (see Target.Prefixes).
-func (r *Run) Path(p string) string { return r.target.Path(p) }
+// AfterReset reports whether the stream was reset for the run's login
+// (erpsync reset) since its data were last complete: a stream of its own
+// that reads less than everything on later runs reads everything again.
+func (r *Run) AfterReset(ctx context.Context) (bool, error) { return db.ResetSince(ctx, r.conn, r.key) }
 
 // Path is p with a leading {name} replaced by the source's prefix of that
 // name; an unknown name is left as it is, to fail visibly.
@@ -120,8 +95,8 @@ func (t Target) Path(p string) string {
 // Log is the run's logger (source and stream attached).
 func (r *Run) Log() *slog.Logger { return r.log }
 
-// Read reads the warehouse on the run's connection, between commits, in
-// a read-only transaction: a stream writes only through Commit.
+// Read reads the warehouse on the run's connection, between steps, in a
+// read-only transaction: a stream writes only in its steps.
 func (r *Run) Read(ctx context.Context, read func(ctx context.Context, q db.Reader) error) error {
 	tx, err := r.conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -160,28 +135,11 @@ func (r *Run) Reject(rec db.Rejected) { r.rejects = append(r.rejects, rec) }
 // run's next commit.
 func (r *Run) Drift(d ...db.Drift) { r.drift = append(r.drift, d...) }
 
-// Stopped returns a non-nil error once a stop was asked for: a stream
-// that commits several times returns it between commits.
-func (r *Run) Stopped() error {
-	select {
-	case <-r.stop:
-		return errStopped
-	default:
-		return nil
-	}
-}
-
-// Commit writes in one transaction what write writes, then the bookkeeping
-// every write shares: the records rejected since the last commit, the
-// run's counters and its progress. write returns what it did.
-func (r *Run) Commit(ctx context.Context, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) error {
-	return r.commit(ctx, &bookkeeping{}, write)
-}
-
-// Upsert writes rows of a stream's table (made by Table.Row) in a
-// commit, as a list writes its pages: new and changed rows only, labels
-// as the records carry them (the table's trigger keeps the versions they
-// replace). It returns what it did, for the commit's counters.
+// Upsert writes rows of a stream's table (made by Table.Row) in a step's
+// transaction, as a list writes its pages: new and changed rows only,
+// labels as the records carry them (the table's trigger keeps the
+// versions they replace). It returns what it did, for the step's
+// counters.
 func (r *Run) Upsert(ctx context.Context, tx pgx.Tx, t *Table, rows []db.Row) (model.RunStats, error) {
 	rows = KeepLast(rows, func(row db.Row) string { return row.ID }, nil)
 	up, err := t.db.Upsert(ctx, tx, db.SweepScope{Scope: r.scope}, rows, db.UpsertOptions{})
@@ -204,13 +162,42 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 	if err := db.RecordLogin(ctx, r.conn, r.scope); err != nil {
 		return err
 	}
-	if err := s.Sync(ctx, r); err != nil {
+	switch s := s.(type) {
+	case *List:
+		if r.kind == model.KindFollow {
+			err = s.followList(ctx, r)
+		} else {
+			err = s.sweepList(ctx, r)
+		}
+	case Stepper:
+		err = r.runSteps(ctx, s)
+	default:
+		err = fmt.Errorf("%s: a stream is a *sync.List or a sync.Stepper, not %T", r.key.Stream, s)
+	}
+	if err != nil {
 		return err
 	}
-	if r.freshAt.IsZero() { // a stream without sweeps read all it had to
+	if r.freshAt.IsZero() && r.kind == model.KindSweep { // a stream without sweeps read all it had to
 		r.freshAt, err = db.MarkComplete(ctx, r.conn, r.key)
 	}
 	return err
+}
+
+// withSweepLock runs sweep holding the stream's sweep lock as well (a
+// follow run that must sweep); busy when another session holds it, and
+// then sweep does not run.
+func (r *Run) withSweepLock(ctx context.Context, sweep func() error) (busy bool, err error) {
+	unlock, err := lockStream(ctx, r.conn, r.key.Source, r.key.Stream, model.KindSweep)
+	if err != nil || unlock == nil {
+		return unlock == nil && err == nil, err
+	}
+	defer unlock()
+	if n, err := db.CloseAbandonedRuns(ctx, r.conn, r.key.Source, r.key.Stream, model.KindSweep); err != nil {
+		return false, err
+	} else if n > 0 {
+		r.log.Warn("closed runs left running by a process that died", "runs", n)
+	}
+	return false, sweep()
 }
 
 // analyze refreshes the planner's statistics of a table a bulk load has
@@ -230,23 +217,14 @@ func (r *Run) panicked(p any) error {
 	return fmt.Errorf("%s: panic: %v", r.key.Stream, p)
 }
 
-// bookkeeping is what a transaction writes after its rows. Outside sweeps it
-// is empty; in a sweep it carries the pages the transaction writes.
-type bookkeeping struct {
-	sweep *db.Checkpoint  // the sweep the pages belong to; nil outside sweeps
-	table *db.Table       // the sweep's table (deletion marks)
-	pages []*preparedPage // the pages written, in order
-	seen  []string        // ids of pages not written (known), for the seen-list
-}
-
 // commit is the one transaction shape of every write: begin, write, the
 // bookkeeping, commit; then the run's counters. The bookkeeping's
-// statements (seen ids, checkpoint, page digests, rejected records, drift)
-// go to Postgres in one round trip. The checkpoint in e.sweep is updated only
-// once the commit succeeded.
-func (r *Run) commit(ctx context.Context, e *bookkeeping, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) (err error) {
+// statements (the walk's own, given by its policy, then the rejected
+// records and drift) go to Postgres in one round trip. bk is what a
+// walk's transaction writes; nil (and p nil) for a step.
+func (r *Run) commit(ctx context.Context, p policy, bk *book, write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)) (err error) {
 	ctx, span := r.startCommitSpan(ctx)
-	defer func() { span.end(r, e, err) }()
+	defer func() { span.end(r, bk, err) }()
 	tx, err := r.conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", db.Describe(err))
@@ -258,27 +236,31 @@ func (r *Run) commit(ctx context.Context, e *bookkeeping, write func(ctx context
 	}
 	rejected := r.rejects
 	var drift []db.Drift
-	for _, b := range e.pages {
-		st.Pages++
-		st.Seen += int64(b.received)
-		rejected = append(rejected, b.rejected...)
-		drift = append(drift, b.drift...)
-	}
 	statements := &pgx.Batch{}
-	var next db.Checkpoint // the sweep's checkpoint once the statements ran
 	last := false
-	if e.sweep != nil {
-		next = *e.sweep
-		last = r.queuePages(statements, e, &next)
+	if bk != nil {
+		for _, page := range bk.pages {
+			st.Pages++
+			st.Seen += int64(page.received)
+			rejected = append(rejected, page.rejected...)
+			drift = append(drift, page.drift...)
+		}
+		last = p.queue(statements, bk)
+	}
+	drift = mergeDrift(append(drift, r.drift...))
+	if r.target.DriftStop[r.key.Stream] {
+		if err := driftStops(r.key.Stream, drift); err != nil {
+			return err
+		}
 	}
 	db.QueueInsertRejected(statements, r.target.Source, r.key.Stream, r.runID, rejected)
-	db.QueueRecordDrift(statements, r.target.Source, r.key.Stream, mergeDrift(append(drift, r.drift...)))
-	if e.sweep != nil && !last && st.Inserted+st.Updated == 0 && len(rejected) == 0 {
+	db.QueueRecordDrift(statements, r.target.Source, r.key.Stream, drift)
+	if bk != nil && !last && st.Inserted+st.Updated == 0 && len(rejected) == 0 {
 		// The pages changed nothing: the transaction holds only where the
-		// sweep stands, its seen-list (which a Postgres crash empties
+		// walk stands, its seen-list (which a Postgres crash empties
 		// anyway), page digests (likewise) and drift counts. Its commit
 		// need not wait for the disk: should Postgres itself crash before
-		// the WAL writer flushes (a fraction of a second), the sweep
+		// the WAL writer flushes (a fraction of a second), the walk
 		// re-reads those unchanged pages; an erpsync crash loses nothing.
 		// The unchanged re-sync, the daemon's every-few-minutes job, no
 		// longer waits on a flush per page.
@@ -289,27 +271,26 @@ func (r *Run) commit(ctx context.Context, e *bookkeeping, write func(ctx context
 	}
 	var freshAt time.Time
 	if last {
-		if freshAt, st.Deleted, err = r.endSweep(ctx, tx, e, next); err != nil {
+		if freshAt, st.Deleted, err = p.end(ctx, tx, bk); err != nil {
 			return err
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", db.Describe(err))
 	}
-	bulkLoaded := last && e.sweep.BulkLoad
-	if e.sweep != nil {
-		*e.sweep = next
+	if bk != nil {
+		p.committed(ctx, freshAt)
 	}
 	if !freshAt.IsZero() {
 		r.freshAt = freshAt
-		if bulkLoaded {
-			r.analyze(ctx, e.table, next.Rows)
-		}
 	}
 	r.rejects, r.drift = nil, nil
 	st.Rejected += int64(len(rejected))
 	r.stats.Add(st)
 	r.runner.obs().PageCommitted(r.target.Source, r.key.Stream, st)
+	for _, d := range drift {
+		r.runner.obs().DriftCounted(r.target.Source, r.key.Stream, d.Field, d.Change, d.Count)
+	}
 	if r.progress != nil {
 		r.progress(r.stats)
 	}
@@ -319,148 +300,27 @@ func (r *Run) commit(ctx context.Context, e *bookkeeping, write func(ctx context
 	return nil
 }
 
-// queuePages queues the sweep's bookkeeping of e's pages: the ids seen of
-// pages not written, the checkpoint past them (next moves on when the
-// statements run), and what their requests were answered with. It returns
-// whether the pages end the sweep.
-func (r *Run) queuePages(statements *pgx.Batch, e *bookkeeping, next *db.Checkpoint) bool {
-	if len(e.seen) > 0 {
-		db.QueueMarkSeen(statements, next.SweepID, e.seen)
-	}
-	var rows int64
-	var digests []db.PageDigest
-	for _, b := range e.pages {
-		rows += int64(len(b.rows))
-		if b.digest != nil {
-			digests = append(digests, *b.digest)
+// DriftStopError is a run stopped by its stream's drift policy (drift:
+// stop): a value a typed column cannot read, in the page or step about to
+// be written, which was not.
+type DriftStopError struct {
+	Stream, Field, Why, Example string
+}
+
+func (e *DriftStopError) Error() string {
+	return fmt.Sprintf("%s: drift: stop: field %s cannot be read (%s), e.g. %s; nothing of this page was written (drift: record writes NULL and records the drift)",
+		e.Stream, e.Field, e.Why, e.Example)
+}
+
+// driftStops is the drift policy stop: a typed column that cannot be read
+// (a lenient column's value in another shape, or absent) stops the run.
+func driftStops(stream string, drift []db.Drift) error {
+	for _, d := range drift {
+		if d.Change == driftUnusable {
+			return &DriftStopError{Stream: stream, Field: d.Field, Why: d.Detail, Example: d.Example}
 		}
 	}
-	end := e.pages[len(e.pages)-1]
-	db.QueueAdvanceCheckpoint(statements, next, end.cursor, int64(len(e.pages)), rows)
-	db.QueueRecordPageDigests(statements, next.Key, next.SweepID, digests)
-	return end.last
-}
-
-// endSweep closes a sweep in the transaction of its last page: it marks
-// the rows the sweep did not see deleted (unless it cannot be sure it saw
-// them all) and completes it, returning when.
-func (r *Run) endSweep(ctx context.Context, tx pgx.Tx, e *bookkeeping, cp db.Checkpoint) (freshAt time.Time, deleted int64, err error) {
-	// The pages of this sweep are known to the next only if no id came
-	// twice in it: a row listed on two pages ends as the later copy, so
-	// the earlier page would not be as the warehouse has it.
-	keep := cp.SweepID
-	if twice, err := r.listedTwice(ctx, tx, cp); err != nil {
-		return freshAt, 0, err
-	} else if twice {
-		keep = 0
-	}
-	if err = db.ForgetPageDigests(ctx, tx, cp.Key, keep); err != nil {
-		return freshAt, 0, err
-	}
-	if deleted, err = r.markDeletions(ctx, tx, e.table, cp, e.pages[len(e.pages)-1]); err != nil {
-		return freshAt, 0, err
-	}
-	if err = db.SetListScope(ctx, tx, cp.Key, r.lists.scope()); err != nil {
-		return freshAt, 0, err
-	}
-	freshAt, err = db.CompleteSweep(ctx, tx, cp)
-	return freshAt, deleted, err
-}
-
-// listedTwice reports whether some id was on two pages of the sweep.
-func (r *Run) listedTwice(ctx context.Context, tx pgx.Tx, cp db.Checkpoint) (bool, error) {
-	if cp.BulkLoad { // no seen-list: a second copy made the COPY fall back
-		return r.fellBack, nil
-	}
-	distinct, err := db.SeenDistinct(ctx, tx, cp.SweepID)
-	return distinct < cp.Rows, err
-}
-
-// maxWritten bounds the ids a sweep remembers as written.
-const maxWritten = 100_000
-
-// wrote remembers ids the sweep wrote.
-func (r *Run) wrote(ids []string) {
-	if r.skipOff || len(ids) == 0 {
-		return
-	}
-	if r.written == nil {
-		r.written = map[string]struct{}{}
-	}
-	for _, id := range ids {
-		r.written[id] = struct{}{}
-	}
-	if len(r.written) > maxWritten {
-		r.skipOff, r.written = true, nil
-	}
-}
-
-// mayHaveWritten reports whether the sweep may have written one of rows.
-func (r *Run) mayHaveWritten(rows []db.Row) bool {
-	if r.skipOff {
-		return true
-	}
-	for _, row := range rows {
-		if _, ok := r.written[row.ID]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// markDeletions marks the rows of the run's scope that the completed
-// sweep did not see, unless it cannot be sure it saw them all.
-func (r *Run) markDeletions(ctx context.Context, tx pgx.Tx, table *db.Table, cp db.Checkpoint, end *preparedPage) (int64, error) {
-	// A bulk load began on a table without rows of the source, so every
-	// row there now was written by this sweep: nothing to mark.
-	if cp.BulkLoad {
-		return 0, nil
-	}
-	intact, err := db.SeenIntact(ctx, tx, cp)
-	if err != nil {
-		return 0, err
-	}
-	if !intact {
-		// Postgres restarted during the sweep and emptied the UNLOGGED
-		// seen-list: skipping is safe, guessing is not.
-		r.log.Warn("sweep's seen-list was lost in a database restart; not marking deletions this time", "sweep_id", cp.SweepID)
-		r.Note("sweep %d: deletions not marked (seen-list lost in a database restart)", cp.SweepID)
-		return 0, nil
-	}
-	if end.total >= 0 {
-		// The ERP said how long the list is. Pages read by offset can
-		// skip a record when the list shifts between two of them: a sweep
-		// that saw fewer records than stated marks nothing.
-		seen, err := db.SeenDistinct(ctx, tx, cp.SweepID)
-		if err != nil {
-			return 0, err
-		}
-		if seen < end.total {
-			r.log.Warn("sweep saw fewer records than the ERP said the list holds; not marking deletions", "seen", seen, "stated", end.total)
-			r.Note("sweep %d: deletions not marked (the ERP stated %d records, the sweep saw %d)", cp.SweepID, end.total, seen)
-			return 0, nil
-		}
-	}
-	sc := db.SweepScope{Scope: r.scope, SweepID: cp.SweepID}
-	n, _, err := table.Gone(ctx, tx, sc, false)
-	if err != nil {
-		return 0, err
-	}
-	if n > 0 && end.cut {
-		// The whole list was one answer without a paging signal, exactly
-		// as long as a page: the rest may never have been read.
-		r.Warn("%s, so the %d rows it no longer lists were not marked deleted", cutWarning(end.received), n)
-		return 0, nil
-	}
-	return r.MarkGone(ctx, tx, Deletions{
-		Rows: n,
-		Live: n + cp.Rows,
-		Digest: func() ([]byte, error) {
-			_, d, err := table.Gone(ctx, tx, sc, true)
-			return d, err
-		},
-		Mark: func() (int64, error) { return table.MarkDeleted(ctx, tx, sc) },
-	})
+	return nil
 }
 
 // mergeDrift adds up the drift of several pages: one upsert statement

@@ -31,12 +31,20 @@ type Observer interface {
 	PageCommitted(source, stream string, st model.RunStats)
 	// RunFinished is called once per run that took the lock.
 	RunFinished(source, stream string, o model.RunOutcome)
+	// FollowMissed is called when a complete sweep found records that
+	// follow runs had missed (see sweep.queue).
+	FollowMissed(source, stream, login string, n int64)
+	// DriftCounted is called after a commit for each kind of drift it
+	// stored: n records differed so in field.
+	DriftCounted(source, stream, field, change string, n int64)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) PageCommitted(string, string, model.RunStats) {}
-func (nopObserver) RunFinished(string, string, model.RunOutcome) {}
+func (nopObserver) PageCommitted(string, string, model.RunStats)       {}
+func (nopObserver) RunFinished(string, string, model.RunOutcome)       {}
+func (nopObserver) FollowMissed(string, string, string, int64)         {}
+func (nopObserver) DriftCounted(string, string, string, string, int64) {}
 
 // Runner runs streams against the warehouse.
 type Runner struct {
@@ -70,6 +78,10 @@ type Target struct {
 	// Settings are the streams' own settings (Info.Settings), by stream,
 	// every one filled in.
 	Settings map[string]map[string]string
+	// DriftStop are the streams whose typed columns must be readable: a
+	// page (or step) with a value a typed column cannot read fails the
+	// run before it is written (the configuration's drift: stop).
+	DriftStop map[string]bool
 }
 
 // Login is one login of a source: what it is known by (its username or
@@ -84,52 +96,73 @@ type Result struct {
 	Login   string
 	RunID   int64
 	Status  model.RunStatus
+	Kind    model.RunKind
 	SweepID int64
 	Stats   model.RunStats
 	Elapsed time.Duration
 	// FreshAt is when the stream's data were complete, if this run
 	// completed them.
 	FreshAt time.Time
+	// FollowedAt is when a follow run had read everything new.
+	FollowedAt time.Time
+	// Swept says why a follow run swept the whole list instead ("": it
+	// did not).
+	Swept string
 	// HeldDeletions is how many rows the deletion guard held.
 	HeldDeletions int64
 	Err           error
 }
 
-// Run runs one stream of one source once, through each of the target's
-// logins in turn, holding the stream's lock throughout: the logins of a
-// source write the same rows, and taking turns keeps them from waiting
-// on each other's row locks. It returns one result per login run, or a
-// single ErrBusy result when another process holds the lock. Closing stop
-// lets the commit in flight finish, then ends the run as cancelled and
-// starts no further login; cancelling ctx aborts at once. progress, if
-// not nil, is called after every commit with the login's run totals.
+// Run runs one complete sweep of one stream of one source, through each
+// of the target's logins in turn, holding the stream's lock throughout:
+// the logins of a source write the same rows, and taking turns keeps them
+// from waiting on each other's row locks. It returns one result per login
+// run, or a single ErrBusy result when another process holds the lock.
+// Closing stop lets the commit in flight finish, then ends the run as
+// cancelled and starts no further login; cancelling ctx aborts at once.
+// progress, if not nil, is called after every commit with the login's
+// run totals.
 func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
+	return rn.run(ctx, stop, t, s, model.KindSweep, progress)
+}
+
+// Follow runs one follow run of a paged list (see follow.go), as Run does
+// a sweep, under a lock of its own: a sweep under way does not hold it
+// up. A login whose list cannot be followed is swept instead (under the
+// sweep's lock), the reason in its result.
+func (rn *Runner) Follow(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
+	if !s.Info().Follows {
+		return []Result{{Kind: model.KindFollow, Status: model.StatusFailed, Err: fmt.Errorf("%w: %s", ErrCannotFollow, s.Name())}}
+	}
+	return rn.run(ctx, stop, t, s, model.KindFollow, progress)
+}
+
+// ErrCannotFollow: only lists paged by cursor or by start/length are
+// followed; the others are read whole on every run.
+var ErrCannotFollow = errors.New("only a list paged by cursor or by start/length can be followed; this stream is read whole on every run")
+
+func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, kind model.RunKind, progress func(login string, st model.RunStats)) []Result {
 	name := s.Name()
 	log := rn.logger().With("source", t.Source, "stream", name)
+	if kind != model.KindSweep {
+		log = log.With("kind", kind)
+	}
 	pc, err := rn.Pool.Acquire(ctx)
 	if err != nil {
-		return []Result{{Status: model.StatusFailed, Err: fmt.Errorf("%s: database: %w", name, db.Describe(err))}}
+		return []Result{{Kind: kind, Status: model.StatusFailed, Err: fmt.Errorf("%s: database: %w", name, db.Describe(err))}}
 	}
 	conn := pc.Conn()
 	defer pc.Release()
-	locked, err := db.TryStreamLock(ctx, conn, t.Source, name)
+	unlock, err := lockStream(ctx, conn, t.Source, name, kind)
 	if err != nil {
-		return []Result{{Status: model.StatusFailed, Err: err}}
+		return []Result{{Kind: kind, Status: model.StatusFailed, Err: err}}
 	}
-	if !locked {
+	if unlock == nil {
 		log.Debug("sync skipped: another process holds the stream's lock")
-		return []Result{{Err: ErrBusy}}
+		return []Result{{Kind: kind, Err: ErrBusy}}
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := db.UnlockStream(uctx, conn, t.Source, name); err != nil {
-			// Closing the session is the other way to drop the lock; the
-			// pool discards a closed connection on Release.
-			conn.Close(uctx)
-		}
-	}()
-	if n, err := db.CloseAbandonedRuns(ctx, conn, t.Source, name); err != nil {
+	defer unlock()
+	if n, err := db.CloseAbandonedRuns(ctx, conn, t.Source, name, kind); err != nil {
 		return []Result{{Status: model.StatusFailed, Err: err}}
 	} else if n > 0 {
 		log.Warn("closed runs left running by a process that died", "runs", n)
@@ -148,9 +181,9 @@ func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 			p = func(st model.RunStats) { progress(l.Name, st) }
 		}
 		start := time.Now()
-		lctx, span, llog := startRunSpan(ctx, t.Source, name, l.Name, llog)
-		res := rn.runLogin(lctx, stop, conn, t, l, s, llog, p)
-		res.Login, res.Elapsed = l.Name, time.Since(start)
+		lctx, span, llog := startRunSpan(ctx, t.Source, name, kind, l.Name, llog)
+		res := rn.runLogin(lctx, stop, conn, t, l, s, kind, llog, p)
+		res.Login, res.Kind, res.Elapsed = l.Name, kind, time.Since(start)
 		rn.report(t.Source, name, llog, res)
 		endRunSpan(span, res)
 		out = append(out, res)
@@ -158,8 +191,26 @@ func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 	return out
 }
 
+// lockStream takes the stream's lock of a kind of run on conn; it returns
+// the unlock, or nil when another session holds the lock.
+func lockStream(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind) (func(), error) {
+	locked, err := db.TryStreamLock(ctx, conn, source, stream, kind)
+	if err != nil || !locked {
+		return nil, err
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := db.UnlockStream(uctx, conn, source, stream, kind); err != nil {
+			// Closing the session is the other way to drop the lock; the
+			// pool discards a closed connection on Release.
+			conn.Close(uctx)
+		}
+	}, nil
+}
+
 // runLogin runs the stream through one login, on the lock's connection.
-func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, t Target, l Login, s Stream, log *slog.Logger, progress func(model.RunStats)) Result {
+func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, t Target, l Login, s Stream, kind model.RunKind, log *slog.Logger, progress func(model.RunStats)) Result {
 	name := s.Name()
 	if err := db.CheckWritable(ctx, conn); err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
@@ -169,17 +220,20 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 		return Result{Status: model.StatusFailed, Err: err}
 	}
 	host, _ := os.Hostname()
-	runID, err := db.StartRun(ctx, conn, key, host, os.Getpid())
+	runID, err := db.StartRun(ctx, conn, key, kind, host, os.Getpid())
 	if err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
 	}
-	r := &Run{runner: rn, target: t, login: l, key: key, info: s.Info(), conn: conn, runID: runID, log: log, progress: progress, stop: stop}
+	r := &Run{View: &View{target: t, login: l, stop: stop}, runner: rn, key: key, kind: kind, info: s.Info(), conn: conn, runID: runID,
+		log: log, progress: progress}
 	err = refusedBecause(r.execute(ctx, s), r.info.Permission)
-	if err == nil {
+	if err == nil && (kind == model.KindSweep || r.swept != "") {
+		// What a run that read the whole stream warns of stands until the
+		// next one: a follow run reads too little to clear it.
 		err = db.SetWarning(ctx, conn, key, strings.Join(r.warns, "; "))
 	}
-	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, HeldDeletions: r.held,
-		Err: err, Status: statusOf(err)}
+	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, FollowedAt: r.followedAt, Swept: r.swept,
+		HeldDeletions: r.held, Err: err, Status: statusOf(err)}
 
 	// The run's context may be cancelled already; the outcome must still
 	// be written. If the lock's connection is gone, the pool's is used.
@@ -201,13 +255,16 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 
 // report tells the observer and the log how a run ended.
 func (rn *Runner) report(source, stream string, log *slog.Logger, res Result) {
-	rn.obs().RunFinished(source, stream, model.RunOutcome{Login: res.Login, Status: res.Status, Elapsed: res.Elapsed,
-		FreshAt: res.FreshAt, HeldDeletions: res.HeldDeletions})
+	rn.obs().RunFinished(source, stream, model.RunOutcome{Login: res.Login, Kind: res.Kind, Status: res.Status, Elapsed: res.Elapsed,
+		FreshAt: res.FreshAt, FollowedAt: res.FollowedAt, Swept: res.Swept != "", HeldDeletions: res.HeldDeletions})
 	attrs := []any{"status", res.Status, "run_id", res.RunID, "pages", res.Stats.Pages, "rows", res.Stats.Seen,
 		"inserted", res.Stats.Inserted, "updated", res.Stats.Updated, "unchanged", res.Stats.Unchanged,
 		"rejected", res.Stats.Rejected, "deleted", res.Stats.Deleted, "duration", res.Elapsed.Round(time.Millisecond)}
 	if res.HeldDeletions > 0 {
 		attrs = append(attrs, "deletions_held", res.HeldDeletions)
+	}
+	if res.Swept != "" {
+		attrs = append(attrs, "swept_because", res.Swept)
 	}
 	if res.Status == model.StatusFailed {
 		log.Error("sync finished", append(attrs, "err", res.Err)...)
@@ -250,4 +307,111 @@ func (rn *Runner) obs() Observer {
 		return nopObserver{}
 	}
 	return rn.Obs
+}
+
+// Resetter is a stream of its own that keeps, besides its checkpoint,
+// what makes its runs read less than everything (the journal lines, which
+// documents' previews were read). Reset forgets that for the login of
+// scope, in the reset's transaction, and says what it forgot.
+type Resetter interface {
+	Stream
+	Reset(ctx context.Context, tx pgx.Tx, scope model.Scope) (forgot string, err error)
+}
+
+// Reset starts a stream over for each login of the target (see
+// db.ResetStream): every row and every version is kept, and the next run
+// of each login reads everything again, comparing row by row. It holds
+// both of the stream's locks for its transactions, and is refused
+// (ErrBusy) while a run holds either. Each login's reset is recorded in
+// erp.sync_runs as a run of kind reset.
+func (rn *Runner) Reset(ctx context.Context, t Target, s Stream) []Result {
+	name := s.Name()
+	log := rn.logger().With("source", t.Source, "stream", name, "kind", model.KindReset)
+	pc, err := rn.Pool.Acquire(ctx)
+	if err != nil {
+		return []Result{{Kind: model.KindReset, Status: model.StatusFailed, Err: fmt.Errorf("%s: database: %w", name, db.Describe(err))}}
+	}
+	conn := pc.Conn()
+	defer pc.Release()
+	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow} {
+		unlock, err := lockStream(ctx, conn, t.Source, name, kind)
+		if err != nil {
+			return []Result{{Kind: model.KindReset, Status: model.StatusFailed, Err: err}}
+		}
+		if unlock == nil {
+			return []Result{{Kind: model.KindReset, Err: ErrBusy}}
+		}
+		defer unlock()
+	}
+	var out []Result
+	for _, l := range t.Logins {
+		start := time.Now()
+		res := rn.resetLogin(ctx, conn, t, l, s)
+		res.Login, res.Kind, res.Elapsed = l.Name, model.KindReset, time.Since(start)
+		if res.Err != nil {
+			log.Error("reset failed", "login", l.Name, "err", res.Err)
+		} else {
+			log.Info("stream reset: its next run reads everything again", "login", l.Name)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// resetLogin resets the stream for one login, in one transaction.
+func (rn *Runner) resetLogin(ctx context.Context, conn *pgx.Conn, t Target, l Login, s Stream) Result {
+	key := db.StreamKey{Source: t.Source, Stream: s.Name(), Login: l.Name}
+	if err := db.CheckWritable(ctx, conn); err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
+	if err := db.ClaimLegacyCheckpoint(ctx, conn, key); err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
+	host, _ := os.Hostname()
+	runID, err := db.StartRun(ctx, conn, key, model.KindReset, host, os.Getpid())
+	if err != nil {
+		return Result{Status: model.StatusFailed, Err: err}
+	}
+	note := "checkpoints, page digests, held deletions, rows held for a second sweep and how the list is followed forgotten; rows and versions kept"
+	err = func() error {
+		var scope model.Scope
+		rs, isResetter := s.(Resetter)
+		if isResetter {
+			id, err := l.Client.Identity(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: the login's company and branch are needed to reset it: %w", s.Name(), err)
+			}
+			scope = model.Scope{Source: t.Source, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("begin: %w", db.Describe(err))
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if err := db.ResetStream(ctx, tx, key); err != nil {
+			return err
+		}
+		if isResetter {
+			forgot, err := rs.Reset(ctx, tx, scope)
+			if err != nil {
+				return err
+			}
+			note += "; " + forgot
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("commit: %w", db.Describe(err))
+		}
+		return nil
+	}()
+	res := Result{RunID: runID, Err: err, Status: statusOf(err)}
+	errText := ""
+	if err != nil {
+		errText, note = err.Error(), ""
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if ferr := db.FinishRun(fctx, conn, runID, res.Status, 0, model.RunStats{}, errText, note); ferr != nil && res.Err == nil {
+		res.Err, res.Status = ferr, model.StatusFailed
+	}
+	return res
 }

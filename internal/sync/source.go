@@ -15,7 +15,7 @@ import (
 // preparedPage is a fetched page turned into rows to write, rejected records and
 // drift, with where the sweep goes after it.
 type preparedPage struct {
-	page     *erp.Page // the rows point into it; the page source releases it
+	answer   *erp.Page // the rows point into it; the page source releases it
 	number   int64     // the page's number in the sweep, for messages
 	rows     []db.Row
 	rejected []db.Rejected
@@ -23,7 +23,13 @@ type preparedPage struct {
 	received int
 	cursor   string // cursor of the next page ("" at the end, or when not resumable)
 	last     bool   // no page follows
-	total    int64  // the list's size as the ERP stated it; -1 unknown
+	// at is the position its request carried: asking from there asks
+	// for this page again (a follow's anchor).
+	at db.Anchor
+	// ids are the ids of its usable records in list order, a record
+	// listed twice on it included (for the list's order).
+	ids   []string
+	total int64 // the list's size as the ERP stated it; -1 unknown
 	// labelled counts its records that carry their own company and
 	// branch, otherBranch those of them not of the login's.
 	labelled, otherBranch int
@@ -61,16 +67,16 @@ type pageSource struct {
 }
 
 type fetched struct {
-	b   *preparedPage
-	err error
+	page *preparedPage
+	err  error
 }
 
-func (r *Run) newPageSource(ctx context.Context, req erp.ListRequest, base int64, prepare func(*erp.Page) *preparedPage) *pageSource {
+func (r *Run) newPageSource(ctx context.Context, req erp.ListRequest, base int64, prepare func(*erp.Page) *preparedPage, ahead bool) *pageSource {
 	s := &pageSource{run: r, lister: r.login.Client.List(req), prepare: prepare, base: base, cancel: func() {}}
 	if req.Paging != erp.Unpaged {
 		s.asked = req.PageSize
 	}
-	if n := r.runner.Prefetch; n > 0 {
+	if n := r.runner.Prefetch; n > 0 && ahead {
 		var fctx context.Context
 		fctx, s.cancel = context.WithCancel(ctx)
 		s.ch = make(chan fetched, n-1)
@@ -90,12 +96,12 @@ func (s *pageSource) produce(ctx context.Context) {
 		select {
 		case s.ch <- f:
 		case <-ctx.Done():
-			if f.b != nil {
-				f.b.page.Release()
+			if f.page != nil {
+				f.page.answer.Release()
 			}
 			return
 		}
-		if f.err != nil || f.b.last {
+		if f.err != nil || f.page.last {
 			return
 		}
 	}
@@ -112,16 +118,18 @@ func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 			f = fetched{err: fmt.Errorf("page %d: %w", n, s.run.panicked(p))}
 		}
 	}()
-	page, err := s.lister.Next(ctx)
+	cursor, start := s.lister.Position()
+	answer, err := s.lister.Next(ctx)
 	if err != nil {
 		return fetched{err: fmt.Errorf("%s page %d: %w", s.run.key.Stream, n, err)}
 	}
 	s.fetched++
-	b := s.prepare(page)
-	b.page, b.number, b.scope = page, n, s.run.scope
-	b.last, b.cursor, b.total = s.lister.Done(), s.lister.Cursor(), s.lister.Total()
-	b.cut = n == 1 && b.last && mayBeCut(page, s.asked)
-	return fetched{b: b}
+	page := s.prepare(answer)
+	page.answer, page.number, page.scope = answer, n, s.run.scope
+	page.at = db.Anchor{Cursor: cursor, Start: start}
+	page.last, page.cursor, page.total = s.lister.Done(), s.lister.Cursor(), s.lister.Total()
+	page.cut = n == 1 && page.last && mayBeCut(answer, s.asked)
+	return fetched{page: page}
 }
 
 // next returns the next page. Its errors are explicit: errStopped once a
@@ -136,8 +144,8 @@ func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*prepared
 			return nil, errors.New("page source: read past the last page")
 		}
 		f := s.fetch(ctx)
-		s.ended = f.err != nil || f.b.last
-		return f.b, f.err
+		s.ended = f.err != nil || f.page.last
+		return f.page, f.err
 	}
 	select {
 	case f, ok := <-s.ch:
@@ -147,7 +155,7 @@ func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*prepared
 			}
 			return nil, errors.New("page source: read past the last page")
 		}
-		return f.b, f.err
+		return f.page, f.err
 	case <-s.run.stop:
 		return nil, errStopped
 	case <-wait:
@@ -158,7 +166,7 @@ func (s *pageSource) next(ctx context.Context, wait <-chan time.Time) (*prepared
 }
 
 // release hands a written page's memory back.
-func (s *pageSource) release(b *preparedPage) { b.page.Release() }
+func (s *pageSource) release(page *preparedPage) { page.answer.Release() }
 
 // close stops fetching and releases the pages fetched but not taken.
 func (s *pageSource) close() {
@@ -166,8 +174,8 @@ func (s *pageSource) close() {
 	s.wg.Wait()
 	if s.ch != nil {
 		for f := range s.ch {
-			if f.b != nil {
-				f.b.page.Release()
+			if f.page != nil {
+				f.page.answer.Release()
 			}
 		}
 	}

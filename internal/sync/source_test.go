@@ -26,7 +26,7 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	for _, prefetch := range []int{0, 1, 3} {
-		r := &Run{runner: &Runner{Prefetch: prefetch}, login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}, key: db.StreamKey{Stream: "invoices"},
+		r := &Run{runner: &Runner{Prefetch: prefetch}, View: &View{login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}}, key: db.StreamKey{Stream: "invoices"},
 			log: slog.New(slog.NewTextHandler(&logs, nil))}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		req := erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50}
@@ -36,7 +36,7 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 				panic("decoder bug")
 			}
 			return &preparedPage{}
-		})
+		}, true)
 		b, err := src.next(ctx, nil)
 		if err != nil {
 			t.Fatalf("prefetch %d: first page: %v", prefetch, err)
@@ -54,11 +54,11 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 	}
 
 	// Cancelled while fetching ahead: next says so, and close returns.
-	r := &Run{runner: &Runner{Prefetch: 2}, login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}, key: db.StreamKey{Stream: "invoices"},
+	r := &Run{runner: &Runner{Prefetch: 2}, View: &View{login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}}, key: db.StreamKey{Stream: "invoices"},
 		log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	src := r.newPageSource(ctx, erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50}, 0,
-		func(*erp.Page) *preparedPage { return &preparedPage{} })
+		func(*erp.Page) *preparedPage { return &preparedPage{} }, true)
 	cancel()
 	for {
 		b, err := src.next(ctx, nil)

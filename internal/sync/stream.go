@@ -8,29 +8,62 @@
 package sync
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // Stream is one kind of record pulled from a source into the warehouse.
 // It is its catalog entry: Info declares everything else erpsync needs to
-// know of it, and it may also be a Prober and a Verifier.
-//
-// Sync reads the ERP through run.Client and writes only through
-// run.Commit (a *List does both for a list route), so every write ends
-// with the same bookkeeping. It returns nil only when everything the
-// stream had to read was read and committed; the run then records the
-// stream's data as fresh. Between commits it should return run.Stopped()
-// when that is not nil, so a shutdown does not wait for the whole stream.
+// know of it, and it may also be a Prober and a Verifier. A stream is
+// either a *List (a list route mirrored into a table, walked by the
+// engine) or a Stepper (anything else, which yields steps the engine
+// commits).
 type Stream interface {
 	Name() string
 	Info() Info
-	Sync(ctx context.Context, run *Run) error
 }
 
-// Info is what a stream declares of itself, besides how it syncs.
+// Stepper is a stream that is not a list (one request per record, a
+// snapshot, a report): it hands its work to the engine as steps, each what
+// it read and how to write it. The stream reads the ERP through the Run's
+// View (whose reads stop once a stop is asked for), reports unusable
+// records with Run.Reject and drift with Run.Drift, and writes only in a
+// step's Write. commit commits the step in a transaction of its own, ended
+// by the bookkeeping every write shares (rejected records and drift
+// stored, counters, progress, metrics), releases what the step held, and
+// returns an error when the step failed or a stop was asked for: Steps
+// returns that error as it is.
+//
+// Steps returns nil when everything the stream had to read was read and
+// committed; the run then records the stream's data as fresh.
+type Stepper interface {
+	Stream
+	Steps(ctx context.Context, r *Run, commit func(Step) error) error
+}
+
+// Step is one unit of a stream's work.
+type Step struct {
+	// Write writes the step's rows in its transaction and says what it
+	// did; nil for a step that writes only its bookkeeping (records
+	// rejected, drift).
+	Write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)
+	// Read counts what the step read, added to what Write says.
+	Read model.RunStats
+	// Hold is what the step's rows point into (View.ReadList); it is
+	// released once the step is committed.
+	Hold *Listed
+}
+
+// Info is what a stream declares of itself, besides how it syncs. A zero
+// field is its default.
 type Info struct {
 	// Route is what it reads at the ERP, as the documentation shows it.
 	Route string
@@ -40,31 +73,66 @@ type Info struct {
 	// Contract says whether the API reference reviews the route's
 	// contract.
 	Contract Contract
-	// Schedule is its default schedule (robfig/cron syntax).
+	// Schedule is its default schedule (robfig/cron syntax); "" is
+	// DefaultSchedule.
 	Schedule string
-	// Follows says the stream can follow its list, reading only what is
-	// new on Schedule and its whole list on SweepSchedule.
+	// Follows: the stream is a paged list, read in follow runs between
+	// its complete sweeps (Runner.Follow), new records on Schedule and the
+	// whole list on SweepSchedule.
 	Follows bool
 	// SweepSchedule is the default schedule of its complete sweeps when it
-	// Follows.
+	// Follows; "" is ScheduleDefault.
 	SweepSchedule string
 	// Core streams are enabled when the configuration names no streams.
 	Core bool
 	// History is whether its table has a history (versions Postgres
 	// writes on every change).
 	History History
-	// Table is its warehouse table.
+	// Rows is the table it writes rows of as lists do (Table.Row,
+	// Run.Upsert), if it does: its name, money columns and expected
+	// fields are taken from it, and `erpsync verify` compares it.
+	Rows *Table
+	// Table and Money name its warehouse table and money columns when it
+	// writes no Rows.
 	Table string
-	// Access is the rule by which scoped logins read Table (and its
+	Money []string
+	// Access is the rule by which scoped logins read its table (and its
 	// history); the zero value is by company. Its migration puts the same
 	// rule on the table (erp.apply_access), which a catalog test checks.
 	Access Access
-	// Money are its money columns (exact numeric), Typed its other typed
-	// columns.
-	Money, Typed []string
+	// Month is the record field whose YYYY-MM groups the money sums
+	// `erpsync verify` compares ("": one total per column).
+	Month string
 	// Settings are settings of its own, under streams.<name> in the file.
 	Settings []Setting
 }
+
+// TableName is the stream's warehouse table, schema-qualified.
+func (i Info) TableName() string {
+	if i.Rows != nil {
+		return "erp." + i.Rows.Name
+	}
+	return i.Table
+}
+
+// MoneyColumns are the stream's money columns (exact numeric).
+func (i Info) MoneyColumns() []string {
+	if i.Rows != nil {
+		return i.Rows.columnsOf(true)
+	}
+	return i.Money
+}
+
+// ScheduleDefault is the schedule of the stream where the configuration
+// gives none.
+func (i Info) ScheduleDefault() string { return cmp.Or(i.Schedule, DefaultSchedule) }
+
+// SweepScheduleDefault is the schedule of the stream's complete sweeps
+// where the configuration gives none.
+func (i Info) SweepScheduleDefault() string { return cmp.Or(i.SweepSchedule, i.ScheduleDefault()) }
+
+// DefaultSchedule is the schedule of a stream that declares none.
+const DefaultSchedule = "@every 30m"
 
 // Contract is what the API reference says of a route's contract (its
 // flag x-erp-contract-reviewed): an unreviewed one may differ on the
@@ -92,10 +160,28 @@ func (c Contract) String() string {
 func (c Contract) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
 // Setting is a setting of a stream's own, with its default; Check refuses
-// a value saying why (nil accepts any).
+// a value saying why (nil accepts any). The configuration checks every
+// value at start-up.
 type Setting struct {
 	Key, Default string
 	Check        func(string) error
+}
+
+// IntSetting is a whole-number setting from min to max; a run reads it
+// with Run.Int.
+func IntSetting(key string, def, min, max int) Setting {
+	return Setting{Key: key, Default: strconv.Itoa(def), Check: func(v string) error {
+		_, err := parseInt(v, min, max)
+		return err
+	}}
+}
+
+func parseInt(v string, min, max int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min || n > max {
+		return 0, fmt.Errorf("not a whole number from %d to %d", min, max)
+	}
+	return n, nil
 }
 
 // History is whether a stream's table has a history table. Postgres
@@ -142,6 +228,11 @@ func (c *Catalog) Add(s Stream) error {
 	}
 	if _, dup := c.byName[name]; dup {
 		return fmt.Errorf("stream %s is defined twice", name)
+	}
+	if _, list := s.(*List); !list {
+		if _, steps := s.(Stepper); !steps {
+			return fmt.Errorf("stream %s: a stream is a *sync.List or a sync.Stepper, not %T", name, s)
+		}
 	}
 	if v, ok := s.(Validator); ok {
 		if err := v.Validate(); err != nil {

@@ -1,24 +1,27 @@
 package sync
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/model"
 )
 
-// Sync walks the list route in a sweep: from the first page (or, for a
-// cursor-paged route, from the page after the last one committed) to the
-// last, each page (or group of pages during a bulk load) committed in one
-// transaction with the checkpoint. When the sweep completes, the rows it
-// did not see are marked deleted.
-func (l *List) Sync(ctx context.Context, r *Run) error {
+// sweepList walks the list route in a complete sweep: from the first page
+// (or, for a cursor-paged route, from the page after the last one
+// committed) to the last, each page (or group of pages during a bulk
+// load) committed in one transaction with the checkpoint. When the sweep
+// completes, the rows it did not see are marked deleted.
+func (l *List) sweepList(ctx context.Context, r *Run) error {
 	cp, err := db.LoadCheckpoint(ctx, r.conn, r.key)
 	if err != nil {
 		return err
@@ -40,12 +43,15 @@ func (l *List) Sync(ctx context.Context, r *Run) error {
 	}
 	restarted := false
 	for {
-		r.sweepID = cp.SweepID
-		err := l.walk(ctx, r, &cp)
+		s, err := l.newSweep(ctx, r, cp)
+		if err == nil {
+			err = l.walk(ctx, r, s)
+		}
 		var refused *erp.CursorRefusedError
 		if errors.As(err, &refused) && !restarted {
 			// A cursor the ERP no longer accepts (expired, or the ERP was
 			// upgraded) cannot be repaired: start over once, and record it.
+			cp = s.cp
 			r.log.Warn("saved cursor refused; starting a new sweep", "sweep_id", cp.SweepID, "pages_done", cp.Pages, "err", refused.Err)
 			r.Note("sweep %d: the ERP refused the saved cursor after page %d (%v); started a new sweep", cp.SweepID, cp.Pages, refused.Err)
 			if err := db.AbandonSweep(ctx, r.conn, cp.SweepID); err != nil {
@@ -75,200 +81,345 @@ func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
 	return cp, err
 }
 
-// walk reads pages from a page source and hands them to a committer
-// until the sweep's last page is committed or something fails.
-func (l *List) walk(ctx context.Context, r *Run, cp *db.Checkpoint) error {
+// sweep is the policy of a complete sweep: it starts where its checkpoint
+// stands, records in every transaction the checkpoint past its pages,
+// what their requests were answered with and what it learnt of the
+// list's order, and ends, in the transaction of the last page, by marking
+// deleted what it did not see.
+type sweep struct {
+	run   *Run
+	list  *List
+	cp    db.Checkpoint // where the sweep stands, as committed
+	next  db.Checkpoint // where it stands once the transaction in flight commits
+	pages knownPages
+	lists listScope
+	// trail follows the order of the ids listed; anchors are the last
+	// non-empty pages read (newest first), for the follow runs after it;
+	// missed counts the ids it inserted at or below the highest id a
+	// follow had read when it began (records the follows missed).
+	trail, nextTrail     orderTrail
+	anchors, nextAnchors []db.Anchor
+	missed, nextMissed   int64
+}
+
+// keptAnchors is how many anchors a login keeps: enough that the deletion
+// of the records of the last page or two read leaves one to ask from.
+const keptAnchors = 3
+
+// newSweep is the policy of the sweep at cp, knowing the pages of the
+// login's last complete sweep.
+func (l *List) newSweep(ctx context.Context, r *Run, cp db.Checkpoint) (*sweep, error) {
 	var answers db.Answers
+	var changed []string
 	if !cp.BulkLoad && cp.LastSweepID != 0 {
 		var err error
 		if answers, err = db.PageDigests(ctx, r.conn, r.key, cp.LastSweepID); err != nil {
-			return err
+			return &sweep{cp: cp}, err
 		}
-		if err := r.compareChanged(ctx, l.table.db, cp.LastSweepID); err != nil {
-			return err
+		if changed, err = l.table.db.ChangedSince(ctx, r.conn, r.key, cp.LastSweepID); err != nil {
+			return &sweep{cp: cp}, err
 		}
 	}
-	known := l.knownPages(r.scope, answers)
-	prepare := func(p *erp.Page) *preparedPage { return l.prepare(p, known, r.scope) }
-	src := r.newPageSource(ctx, l.request(r.target, cp.Cursor), cp.Pages, prepare)
-	defer src.close()
-	c := &committer{run: r, list: l, sweep: cp, src: src}
-	for {
-		b, err := src.next(ctx, nil)
+	r.sweepID = cp.SweepID
+	s := &sweep{run: r, list: l, cp: cp, pages: l.knownPages(r.scope, answers, changed),
+		trail: orderTrail{order: cp.Order, last: cp.LastID, max: cp.MaxKey}}
+	if cp.Pages > 0 && cp.Order == "" && cp.LastID == "" {
+		// A sweep begun by a release that did not follow the order of
+		// ids: what its first pages listed is not known.
+		s.trail.order = unordered
+	}
+	return s, nil
+}
+
+func (s *sweep) start() (erp.ListRequest, int64) {
+	return s.list.request(s.run.target, s.cp.Cursor), s.cp.Pages
+}
+
+func (s *sweep) known() knownPages { return s.pages }
+
+func (s *sweep) seenBy() int64 {
+	if s.cp.BulkLoad {
+		return 0
+	}
+	return s.cp.SweepID
+}
+
+func (s *sweep) bulk() bool { return s.cp.BulkLoad }
+
+func (s *sweep) ahead() bool { return true }
+
+func (s *sweep) admit(context.Context, *preparedPage) error { return nil }
+
+func (s *sweep) done(context.Context, *preparedPage) (bool, error) { return false, nil }
+
+// queue queues the ids seen of pages not written, the checkpoint past the
+// pages (next moves on when the statements run), what their requests
+// were answered with, and their bounds.
+func (s *sweep) queue(statements *pgx.Batch, bk *book) bool {
+	s.next, s.nextTrail, s.nextAnchors, s.nextMissed = s.cp, s.trail, s.anchors, s.missed
+	if len(bk.seen) > 0 {
+		db.QueueMarkSeen(statements, s.cp.SweepID, bk.seen)
+	}
+	var rows int64
+	var digests []db.PageDigest
+	for _, page := range bk.pages {
+		s.lists.observe(page, bk.othersListed)
+		rows += int64(len(page.rows))
+		if page.digest != nil {
+			digests = append(digests, *page.digest)
+		}
+		s.nextTrail.extend(page.ids)
+		if len(page.ids) > 0 {
+			if !s.cp.BulkLoad {
+				db.QueueSweepBounds(statements, s.cp.SweepID, page.number, page.ids[0], page.ids[len(page.ids)-1])
+			}
+			at := page.at
+			at.IDs = page.ids
+			s.nextAnchors = pushAnchor(s.nextAnchors, at)
+		}
+	}
+	if s.cp.FollowedKey != "" {
+		for _, id := range bk.newIDs {
+			if idKey(id) <= s.cp.FollowedKey {
+				s.nextMissed++
+			}
+		}
+	}
+	end := bk.pages[len(bk.pages)-1]
+	s.next.Cursor, s.next.Order, s.next.LastID, s.next.MaxKey = end.cursor, s.nextTrail.order, s.nextTrail.last, s.nextTrail.max
+	db.QueueAdvanceCheckpoint(statements, &s.next, s.next, int64(len(bk.pages)), rows)
+	db.QueueRecordPageDigests(statements, s.cp.Key, s.cp.SweepID, digests)
+	return end.last
+}
+
+// pushAnchor puts a as the newest of the anchors kept.
+func pushAnchor(anchors []db.Anchor, a db.Anchor) []db.Anchor {
+	out := append([]db.Anchor{a}, anchors...)
+	return out[:min(len(out), keptAnchors)]
+}
+
+func (s *sweep) committed(ctx context.Context, freshAt time.Time) {
+	bulkLoaded := !freshAt.IsZero() && s.cp.BulkLoad
+	s.cp, s.trail, s.anchors, s.missed = s.next, s.nextTrail, s.nextAnchors, s.nextMissed
+	if bulkLoaded {
+		s.run.analyze(ctx, s.list.table.db, s.cp.Rows)
+	}
+	if !freshAt.IsZero() && s.missed > 0 {
+		s.run.runner.obs().FollowMissed(s.run.target.Source, s.run.key.Stream, s.run.key.Login, s.missed)
+	}
+}
+
+// end closes the sweep in the transaction of its last page: it marks the
+// rows the sweep did not see deleted (unless it cannot be sure it saw
+// them all), records what it showed of the list's order for the follow
+// runs, and completes it, returning when.
+func (s *sweep) end(ctx context.Context, tx pgx.Tx, bk *book) (freshAt time.Time, deleted int64, err error) {
+	cp := s.next
+	// The pages of this sweep are known to the next only if no id came
+	// twice in it: a row listed on two pages ends as the later copy, so
+	// the earlier page would not be as the warehouse has it. Descending
+	// lists keep none: a record added at their head moves every record
+	// after it, so their pages are never answered the same twice.
+	keep := cp.SweepID
+	if twice, err := listedTwice(ctx, tx, cp, bk.fellBack); err != nil {
+		return freshAt, 0, err
+	} else if twice || cp.Order == descending {
+		keep = 0
+	}
+	if err = db.ForgetPageDigests(ctx, tx, cp.Key, keep); err != nil {
+		return freshAt, 0, err
+	}
+	if deleted, err = s.markDeletions(ctx, tx, cp, bk.pages[len(bk.pages)-1]); err != nil {
+		return freshAt, 0, err
+	}
+	if err = db.SetListScope(ctx, tx, cp.Key, s.lists.scope()); err != nil {
+		return freshAt, 0, err
+	}
+	if s.list.follows() {
+		f, err := db.LoadFollow(ctx, tx, cp.Key)
 		if err != nil {
-			return err
+			return freshAt, 0, err
 		}
-		var last bool
-		if cp.BulkLoad && src.prefetching() && !b.last {
-			last, err = c.group(ctx, b)
-		} else {
-			last, err = b.last, c.page(ctx, b)
-			src.release(b)
+		orders := append([]string{cmp.Or(cp.Order, "unknown")}, f.SweepOrders...)[:min(len(f.SweepOrders)+1, 2)]
+		if err = db.SweepFollowed(ctx, tx, cp.Key, orders, listOrder(orders, f.DemotedWhy != ""), cp.MaxKey, s.nextAnchors); err != nil {
+			return freshAt, 0, err
 		}
-		if err != nil || last {
-			return err
+		if s.nextMissed > 0 {
+			why := fmt.Sprintf("sweep %d found %d records at or below the highest id follow runs had read, which they missed: the list is not followed until `erpsync reset %s`",
+				cp.SweepID, s.nextMissed, cp.Key.Stream)
+			s.run.Warn("%s", why)
+			if err = db.DemoteFollow(ctx, tx, cp.Key, why); err != nil {
+				return freshAt, 0, err
+			}
 		}
 	}
+	freshAt, err = db.CompleteSweep(ctx, tx, cp)
+	return freshAt, deleted, err
 }
 
-// committer writes a sweep's pages: one page per transaction, or, during a
-// bulk load, groups of pages in one COPY. Both end with the run's one
-// bookkeeping.
-type committer struct {
-	run   *Run
-	list  *List
-	sweep *db.Checkpoint
-	src   *pageSource
+// listedTwice reports whether some id was on two pages of the sweep.
+func listedTwice(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, fellBack bool) (bool, error) {
+	if cp.BulkLoad { // no seen-list: a second copy made the COPY fall back
+		return fellBack, nil
+	}
+	distinct, err := db.SeenDistinct(ctx, tx, cp.SweepID)
+	return distinct < cp.Rows, err
 }
 
-// page commits one page. In a bulk load it is COPYed straight into the
-// table; a row that is there already (it moved behind the cursor and an
-// earlier page loaded it) makes it write the page again, upserting.
-func (c *committer) page(ctx context.Context, b *preparedPage) error {
-	if b.known && c.run.mayHaveWritten(b.rows) {
-		// This sweep wrote one of the page's rows already (it is listed on
-		// an earlier page too): the page must be written after all, its
-		// copy being the later one.
-		c.list.reprepare(b)
+// markDeletions marks the rows of the run's scope that the completed
+// sweep did not see, unless it cannot be sure it saw them all.
+func (s *sweep) markDeletions(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, end *preparedPage) (int64, error) {
+	r, table := s.run, s.list.table.db
+	// A bulk load began on a table without rows of the source, so every
+	// row there now was written by this sweep: nothing to mark.
+	if cp.BulkLoad {
+		return 0, nil
 	}
-	err := c.write(ctx, newPageRows(b, nil), c.sweep.BulkLoad)
-	if c.sweep.BulkLoad && db.IsUniqueViolation(err) {
-		c.run.log.Debug("bulk load met an existing row; upserting this page", "sweep_id", c.sweep.SweepID)
-		c.run.fellBack = true
-		err = c.write(ctx, newPageRows(b, nil), false)
-	}
+	intact, err := db.SeenIntact(ctx, tx, cp)
 	if err != nil {
-		return fmt.Errorf("%s page %d: %w", c.list.Stream, b.number, err)
+		return 0, err
 	}
-	return nil
-}
-
-// write commits the pages of rows in one transaction: COPYed straight
-// into the table (copyNew), or upserted (one page).
-func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) error {
-	e := &bookkeeping{sweep: c.sweep, table: c.list.table.db}
-	return c.run.commit(ctx, e, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		sc := db.SweepScope{Scope: c.run.scope, SweepID: c.sweep.SweepID}
-		var up db.UpsertResult
-		var err error
-		switch {
-		case rows.pages[0].known:
-			// Rows the warehouse has as they are: only seen (queued with
-			// the bookkeeping's bookkeeping).
-			e.seen = rows.ids()
-			up.Unchanged = int64(len(rows.pages[0].rows))
-		case copyNew:
-			up.Inserted, err = c.list.table.db.CopyNew(ctx, tx, sc, rows)
-		default:
-			// A bulk load needs no seen-list: see markDeletions.
-			up, err = c.list.table.db.Upsert(ctx, tx, sc, rows.pages[0].rows,
-				db.UpsertOptions{TrackSeen: !c.sweep.BulkLoad, CountOthers: len(c.run.target.Logins) > 1})
-			c.run.wrote(up.Changed)
-		}
-		// The pages a COPY took are known only once it ran: the bookkeeping
-		// (checkpoint, rejected records, drift) covers exactly those.
-		e.pages = rows.pages
-		for _, p := range rows.pages {
-			c.run.lists.observe(p, up.OthersListed)
-		}
-		if err == nil && c.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {
-			err = c.list.AfterWrite(ctx, tx, c.run.scope, rows.ids())
-		}
-		return model.RunStats{Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
-	})
-}
-
-// Group commits of bulk loads: while pages arrive faster than they can
-// be committed one by one, one COPY and one transaction take several
-// pages, so Postgres is fed continuously instead of waiting on a commit
-// and four round trips per page. A group is bounded in time and rows: a
-// crash re-fetches at most the pages of one group.
-const (
-	maxGroupAge  = time.Second
-	maxGroupRows = 10000
-)
-
-// group commits first and the pages that arrive after it, within the
-// bounds, in one transaction. It returns whether the sweep's last page
-// was among them. A page that could not be fetched (or a stop) ends the
-// group: the pages before it are committed, then its error is returned.
-func (c *committer) group(ctx context.Context, first *preparedPage) (last bool, err error) {
-	deadline := time.NewTimer(maxGroupAge)
-	defer deadline.Stop()
-	g := newPageRows(first, func(rows int) (*preparedPage, error) {
-		if rows >= maxGroupRows {
-			return nil, errNotYet
-		}
-		return c.src.next(ctx, deadline.C)
-	})
-	defer func() {
-		for _, b := range g.pages {
-			c.src.release(b)
-		}
-	}()
-	err = c.write(ctx, g, true)
-	if db.IsUniqueViolation(err) {
-		// A row is there already (it moved behind the cursor): write the
-		// group's pages one by one, each falling back to the upsert.
-		c.run.fellBack = true
-		for _, b := range g.pages {
-			if err = c.page(ctx, b); err != nil {
-				return false, err
-			}
-		}
-	} else if err != nil {
-		return false, fmt.Errorf("%s pages %d-%d: %w", c.list.Stream, first.number, g.pages[len(g.pages)-1].number, err)
+	if !intact {
+		// Postgres restarted during the sweep and emptied the UNLOGGED
+		// seen-list: skipping is safe, guessing is not.
+		r.log.Warn("sweep's seen-list was lost in a database restart; not marking deletions this time", "sweep_id", cp.SweepID)
+		r.Note("sweep %d: deletions not marked (seen-list lost in a database restart)", cp.SweepID)
+		return 0, nil
 	}
-	if g.pullErr != nil {
-		return false, g.pullErr
-	}
-	return g.pages[len(g.pages)-1].last, nil
-}
-
-// pageRows streams the rows of consecutive pages into one COPY. With
-// pull, it asks for the next page only once the previous one is written
-// out, and stops at the sweep's last page, when pull says errNotYet, or
-// at an error (kept in pullErr).
-type pageRows struct {
-	pages   []*preparedPage // rows come from the last one
-	i       int             // current row in the last page; -1 before its first
-	rows    int             // rows handed out so far
-	pull    func(rows int) (*preparedPage, error)
-	pullErr error
-}
-
-func newPageRows(first *preparedPage, pull func(rows int) (*preparedPage, error)) *pageRows {
-	return &pageRows{pages: []*preparedPage{first}, i: -1, pull: pull}
-}
-
-func (g *pageRows) Next() bool {
-	for g.i+1 >= len(g.pages[len(g.pages)-1].rows) {
-		if g.pull == nil || g.pages[len(g.pages)-1].last {
-			return false
-		}
-		b, err := g.pull(g.rows)
+	if end.total >= 0 {
+		// The ERP said how long the list is. Pages read by offset can
+		// skip a record when the list shifts between two of them: a sweep
+		// that saw fewer records than stated marks nothing.
+		seen, err := db.SeenDistinct(ctx, tx, cp.SweepID)
 		if err != nil {
-			if !errors.Is(err, errNotYet) {
-				g.pullErr = err
-			}
-			return false
+			return 0, err
 		}
-		g.pages, g.i = append(g.pages, b), -1
+		if seen < end.total {
+			r.log.Warn("sweep saw fewer records than the ERP said the list holds; not marking deletions", "seen", seen, "stated", end.total)
+			r.Note("sweep %d: deletions not marked (the ERP stated %d records, the sweep saw %d)", cp.SweepID, end.total, seen)
+			return 0, nil
+		}
 	}
-	g.i++
-	g.rows++
-	return true
+	sc := db.SweepScope{Scope: r.scope, SweepID: cp.SweepID}
+	n, err := table.Gone(ctx, tx, sc, cp.SweepStarted)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 && end.cut {
+		// The whole list was one answer without a paging signal, exactly
+		// as long as a page: the rest may never have been read.
+		r.Warn("%s, so the %d rows it no longer lists were not marked deleted", cutWarning(end.received), n)
+		return 0, nil
+	}
+	var mark, held []string
+	if n > 0 {
+		if mark, held, err = s.moved(ctx, tx, cp, sc); err != nil {
+			return 0, err
+		}
+	}
+	if err := db.SetDeletionCandidates(ctx, tx, cp.Key, cp.SweepID, held); err != nil {
+		return 0, err
+	}
+	if len(held) > 0 {
+		r.Note("sweep %d: %d rows not listed where two of its pages meet (a record moves there when the list shifts while it is read) are marked deleted only if the next complete sweep misses them too",
+			cp.SweepID, len(held))
+	}
+	return r.MarkGone(ctx, tx, Deletions{
+		Rows:   int64(len(mark)),
+		Live:   n + cp.Rows,
+		Digest: func() ([]byte, error) { return idsDigest(mark), nil },
+		Mark:   func() (int64, error) { return table.MarkDeleted(ctx, tx, r.scope.Source, mark) },
+	})
 }
 
-func (g *pageRows) Row() *db.Row { return &g.pages[len(g.pages)-1].rows[g.i] }
-
-// ids lists the ids of the rows of the pages taken.
-func (g *pageRows) ids() []string {
-	var out []string
-	for _, b := range g.pages {
-		for _, r := range b.rows {
-			out = append(out, r.ID)
+// moved splits the rows a sweep did not see into those it may mark now
+// and those it holds for the next sweep. A record moves between the pages
+// of a list that shifts while it is read (a record deleted ahead of a
+// position cursor pulls the next one back onto a page already read), and
+// a sweep then misses it without its being gone. Where the sweep's pages
+// listed ids in one strict order, a row whose id lies inside a page's
+// range, or beyond the first or last page, was not where its neighbours
+// were listed: it is gone. One whose id lies between two pages may have
+// moved across that boundary: it is marked only if the last sweep held it
+// too. Without a strict order, every row of a sweep of several pages is
+// such a one. A sweep of one page cannot miss a record that moved.
+func (s *sweep) moved(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, sc db.SweepScope) (mark, held []string, err error) {
+	gone, err := s.list.table.db.GoneIDs(ctx, tx, sc, cp.SweepStarted)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cp.Pages <= 1 {
+		return gone, nil, nil
+	}
+	var bounds []db.Bound
+	if cp.Order == ascending || cp.Order == descending {
+		if bounds, err = db.SweepBounds(ctx, tx, cp.SweepID); err != nil {
+			return nil, nil, err
 		}
 	}
-	return out
+	before, err := db.DeletionCandidates(ctx, tx, cp.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, id := range gone {
+		if bounds != nil && !betweenPages(id, bounds, cp.Order) || before[id] {
+			mark = append(mark, id)
+		} else {
+			held = append(held, id)
+		}
+	}
+	return mark, held, nil
+}
+
+// betweenPages reports whether an id lies between two consecutive pages of
+// a sweep whose ids came in order (strictly between the last id of one and
+// the first of the next).
+func betweenPages(id string, bounds []db.Bound, order string) bool {
+	sign := 1
+	if order == descending {
+		sign = -1
+	}
+	for i := 1; i < len(bounds); i++ {
+		after, before := bounds[i-1].Last, bounds[i].First
+		if sign*compareIDs(after, id) < 0 && sign*compareIDs(id, before) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// idsDigest names a set of ids (for the deletion guard): the sha256 of
+// the ids sorted by their bytes, one per line.
+func idsDigest(ids []string) []byte {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	sum := sha256.Sum256([]byte(strings.Join(sorted, "\n")))
+	return sum[:]
+}
+
+// listScope gathers what a sweep shows of the stream's lists: records of
+// other branches (their own labels say so), or rows another login of the
+// source listed first, mean the lists hold the whole company's records
+// (every login of the company reads each one); records all carrying the
+// login's own branch mean the branch's. Without labels, a login that
+// lists rows no other login does cannot tell which: nothing is said.
+type listScope struct {
+	companyWide bool // evidence of company-wide lists
+	labelled    int  // records with their own labels
+}
+
+func (l *listScope) observe(page *preparedPage, othersListed int64) {
+	l.companyWide = l.companyWide || page.otherBranch > 0 || othersListed > 0
+	l.labelled += page.labelled
+}
+
+// scope is what the sweep showed: "company", "branch", or "".
+func (l listScope) scope() string {
+	switch {
+	case l.companyWide:
+		return "company"
+	case l.labelled > 0:
+		return "branch"
+	}
+	return ""
 }

@@ -50,6 +50,11 @@ type Column struct {
 	Alt     []string
 	Type    ColumnType
 	Lenient bool
+	// Kinds are the JSON kinds expected of the field ("number|string"),
+	// for drift; "" is what Type reads ("number|string" for Money,
+	// "string" for Text, Date and Timestamp, "boolean" for Bool), or
+	// "object" for a field read inside an object (a.b expects a).
+	Kinds string
 	// Scale, for Money, is the number of fractional digits expected; a
 	// value with another scale is stored as received and counted as drift.
 	// 0 means no expectation.
@@ -66,13 +71,16 @@ type Column struct {
 type Table struct {
 	Name    string
 	Columns []Column
-	// Expect lists the top-level fields expected, with their JSON kinds
-	// ("number|string"); differences are recorded as drift. null matches
-	// any kind.
-	Expect map[string]string
+	// Also are the top-level fields expected besides those the columns
+	// read ("id" is expected as "number|string" unless Also says
+	// otherwise), with their JSON kinds ("number|string"; null matches any
+	// kind). Differences from the fields expected are recorded as drift.
+	// A table with neither columns nor Also expects nothing: the fields
+	// of its records are not known.
+	Also map[string]string
 
 	db     *db.Table
-	expect Expectation // Expect, parsed once by Validate
+	expect Expectation // the fields expected, made once by Validate
 }
 
 // Expectation is what a stream expects of a record's top-level fields,
@@ -157,9 +165,56 @@ func (t *Table) Validate() error {
 		cols[i] = c.Name
 	}
 	t.db = db.NewTable("erp."+t.Name, cols...)
-	t.expect = NewExpectation(t.Expect)
+	t.expect = NewExpectation(t.expected())
 	return nil
 }
+
+// expected lists the fields the table expects, with their kinds: those
+// its columns read, then Also.
+func (t *Table) expected() map[string]string {
+	if len(t.Columns) == 0 && len(t.Also) == 0 {
+		return nil
+	}
+	out := map[string]string{"id": "number|string"}
+	for _, c := range t.Columns {
+		field, _, nested := strings.Cut(c.Field, ".")
+		kinds := c.Kinds
+		switch {
+		case kinds != "":
+		case nested:
+			kinds = "object"
+		case c.Type == Money:
+			kinds = "number|string"
+		case c.Type == Bool:
+			kinds = "boolean"
+		default:
+			kinds = "string"
+		}
+		if had, ok := out[field]; ok && had != kinds && field != "id" {
+			kinds = unionKinds(had, kinds)
+		}
+		out[field] = kinds
+	}
+	for field, kinds := range t.Also {
+		out[field] = kinds
+	}
+	return out
+}
+
+// unionKinds joins two lists of kinds ("object", "object|string").
+func unionKinds(a, b string) string {
+	kinds := strings.Split(a, "|")
+	for _, k := range strings.Split(b, "|") {
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return strings.Join(kinds, "|")
+}
+
+// Expected lists the fields the table expects, with their JSON kinds
+// (for probe).
+func (t *Table) Expected() map[string]string { return t.expect.Fields() }
 
 // DB is the table's SQL (after Validate).
 func (t *Table) DB() *db.Table { return t.db }
@@ -174,6 +229,10 @@ func (t *Table) columnsOf(money bool) []string {
 	}
 	return out
 }
+
+// driftUnusable is the drift of a typed column that could not read its
+// field (absent, or in a shape it does not read): the column is NULL.
+const driftUnusable = "unusable"
 
 // Drift counts the differences between what a table expects of records
 // and what came, over a page (or any batch of records): Row adds to it,
@@ -304,7 +363,7 @@ func (c Column) strict(rec erp.Record) (any, error) {
 func (c Column) lenient(rec erp.Record, nested *nestedCache, drift *Drift, id string) any {
 	raw, path, found := lookup(rec, c.Field, c.Alt, nested)
 	if !found {
-		drift.add(c.Field, "unusable", c.Name+" is NULL: the field is absent", "record "+id)
+		drift.add(c.Field, driftUnusable, c.Name+" is NULL: the field is absent", "record "+id)
 		return nil
 	}
 	kind := erp.Kind(raw)
@@ -313,7 +372,7 @@ func (c Column) lenient(rec erp.Record, nested *nestedCache, drift *Drift, id st
 	}
 	v, why := parseTyped(c.Type, raw, kind)
 	if why != "" {
-		drift.add(path, "unusable", c.Name+" is NULL: "+why, erp.Truncate(string(raw), 100))
+		drift.add(path, driftUnusable, c.Name+" is NULL: "+why, erp.Truncate(string(raw), 100))
 		return nil
 	}
 	return v

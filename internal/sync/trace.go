@@ -32,12 +32,12 @@ func tracer() trace.Tracer { return otel.Tracer("github.com/erpsync/erpsync/inte
 
 // startRunSpan starts the span of one run and binds log to it, so that
 // the run's lines (its summary too) carry the trace's ids.
-func startRunSpan(ctx context.Context, source, stream, login string, log *slog.Logger) (context.Context, trace.Span, *slog.Logger) {
+func startRunSpan(ctx context.Context, source, stream string, kind model.RunKind, login string, log *slog.Logger) (context.Context, trace.Span, *slog.Logger) {
 	ctx, span := tracer().Start(ctx, "run")
 	if span.IsRecording() {
 		span.SetName("run " + stream)
 		span.SetAttributes(attribute.String("erpsync.source", source), attribute.String("erpsync.stream", stream),
-			attribute.String("erpsync.login", login))
+			attribute.String("erpsync.run.kind", string(kind)), attribute.String("erpsync.login", login))
 	}
 	return ctx, span, tracing.Logger(ctx, log)
 }
@@ -77,8 +77,8 @@ func endPageSpan(span trace.Span, f fetched) {
 		span.SetStatus(codes.Error, "page failed")
 		return
 	}
-	span.SetAttributes(attribute.Int("erpsync.records", f.b.received), attribute.Bool("erpsync.page.known", f.b.known),
-		attribute.Bool("erpsync.page.last", f.b.last))
+	span.SetAttributes(attribute.Int("erpsync.records", f.page.received), attribute.Bool("erpsync.page.known", f.page.known),
+		attribute.Bool("erpsync.page.last", f.page.last))
 }
 
 // commitSpan is the span of one commit; it knows the run's counters
@@ -94,9 +94,9 @@ func (r *Run) startCommitSpan(ctx context.Context) (context.Context, commitSpan)
 	return ctx, commitSpan{span: span, before: r.stats}
 }
 
-// end records what the commit wrote (the pages in e, if a sweep's) and
+// end records what the commit wrote (the pages of bk, if a walk's) and
 // ends the span.
-func (c commitSpan) end(r *Run, e *bookkeeping, err error) {
+func (c commitSpan) end(r *Run, bk *book, err error) {
 	defer c.span.End()
 	if !c.span.IsRecording() {
 		return
@@ -105,9 +105,9 @@ func (c commitSpan) end(r *Run, e *bookkeeping, err error) {
 		c.span.SetStatus(codes.Error, "commit failed")
 		return
 	}
-	if e.sweep != nil && len(e.pages) > 0 {
-		c.span.SetAttributes(attrSweepID.Int64(e.sweep.SweepID), attrPage.Int64(e.pages[0].number),
-			attribute.Int64("erpsync.page.through", e.pages[len(e.pages)-1].number))
+	if bk != nil && len(bk.pages) > 0 {
+		c.span.SetAttributes(attrSweepID.Int64(r.sweepID), attrPage.Int64(bk.pages[0].number),
+			attribute.Int64("erpsync.page.through", bk.pages[len(bk.pages)-1].number))
 	}
 	a, b := r.stats, c.before
 	setStats(c.span, model.RunStats{Pages: a.Pages - b.Pages, Seen: a.Seen - b.Seen, Inserted: a.Inserted - b.Inserted,

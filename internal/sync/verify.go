@@ -11,7 +11,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/db"
-	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
@@ -73,40 +72,25 @@ type VerifyOptions struct {
 	LockWait time.Duration // how long to wait for a stream a sync is writing
 }
 
-// Verifier is a stream whose warehouse rows can be compared with what
-// the ERP lists. VerifyTable names the table its rows are compared with,
-// its money columns and the record field whose YYYY-MM groups their sums
-// ("" for one total each). Verify reads the stream's route through one
-// login (it is called once per login of the source) and hands each
-// page's rows, as a sync would write them, to v.Compare; the comparison
-// ends after the last login.
+// Verifier is a stream whose warehouse rows (Info.Rows, with its money
+// columns, their sums grouped by Info.Month) can be compared with what the
+// ERP lists. Verify reads the stream's route through one login (it is
+// called once per login of the source) and hands each page's rows, as a
+// sync would write them, to v.Compare; the comparison ends after the last
+// login.
 type Verifier interface {
-	VerifyTable() (table *db.Table, money []string, month string)
+	Stream
 	Verify(ctx context.Context, v *Verification) error
 }
 
 // Verification is one stream of one source being compared, as a Verifier
-// sees it while reading through one login.
+// sees it while reading through one login: its View, and the comparison.
 type Verification struct {
-	target     Target
-	login      Login
-	scope      model.Scope
+	*View
 	conn       *pgx.Conn
 	comparison *db.Comparison
 	rejected   int64
 }
-
-// Client is the ERP client of the login read through.
-func (v *Verification) Client() *erp.Client { return v.login.Client }
-
-// Scope is the source and the login's context.
-func (v *Verification) Scope() model.Scope { return v.scope }
-
-// Path is p with the source's prefix (see Target.Path).
-func (v *Verification) Path(p string) string { return v.target.Path(p) }
-
-// PageSize is the number of records to ask for per page.
-func (v *Verification) PageSize() int { return v.target.PageSize }
 
 // Rejected counts records the ERP lists that a sync would reject.
 func (v *Verification) Rejected(n int64) { v.rejected += n }
@@ -128,9 +112,9 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 	// read-only.
 	comparisons := make([]*db.Comparison, len(streams))
 	for i, s := range streams {
-		if vs, ok := s.(Verifier); ok {
-			table, money, month := vs.VerifyTable()
-			c, err := table.NewComparison(ctx, conn, money, month, o.Sample)
+		info := s.Info()
+		if _, ok := s.(Verifier); ok && info.Rows != nil {
+			c, err := info.Rows.db.NewComparison(ctx, conn, info.MoneyColumns(), info.Month, o.Sample)
 			if err != nil {
 				return nil, err
 			}
@@ -143,7 +127,7 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 	out := make([]VerifyReport, len(streams))
 	for i, s := range streams {
 		rep := VerifyReport{Source: t.Source, Stream: s.Name()}
-		if vs, ok := s.(Verifier); !ok {
+		if vs, ok := s.(Verifier); !ok || comparisons[i] == nil {
 			rep.Skipped = "erpsync cannot compare this stream row by row"
 		} else if err := verifyStream(ctx, conn, t, s.Name(), vs, comparisons[i], &rep, o); err != nil {
 			if ctx.Err() != nil {
@@ -158,17 +142,21 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 
 // verifyStream reads the stream through each login, then compares.
 func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s Verifier, comparison *db.Comparison, rep *VerifyReport, o VerifyOptions) error {
-	if err := waitStreamLock(ctx, conn, t.Source, name, o.LockWait); err != nil {
-		return err
+	// Both locks: neither a sweep nor a follow run writes the stream
+	// while it is compared.
+	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow} {
+		if err := waitStreamLock(ctx, conn, t.Source, name, kind, o.LockWait); err != nil {
+			return err
+		}
+		defer db.UnlockStream(context.WithoutCancel(ctx), conn, t.Source, name, kind)
 	}
-	defer db.UnlockStream(context.WithoutCancel(ctx), conn, t.Source, name)
 	for _, l := range t.Logins {
 		id, err := l.Client.Identity(ctx)
 		if err != nil {
 			return fmt.Errorf("login %s: %w", l.Name, err)
 		}
-		v := &Verification{target: t, login: l, conn: conn, comparison: comparison,
-			scope: model.Scope{Source: t.Source, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}}
+		v := &Verification{View: &View{target: t, login: l, scope: model.Scope{Source: t.Source, Login: l.Name,
+			CompanyID: id.CompanyID, BranchID: id.BranchID}}, conn: conn, comparison: comparison}
 		if err := s.Verify(ctx, v); err != nil {
 			return fmt.Errorf("login %s: %w", l.Name, err)
 		}
@@ -188,16 +176,11 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s 
 	return nil
 }
 
-// VerifyTable is the list's table, its money columns and month field.
-func (l *List) VerifyTable() (*db.Table, []string, string) {
-	return l.table.db, l.Info().Money, l.Month
-}
-
 // Verify walks the list route through the verification's login, page by
 // page, converting records as a sync does; records a sync would reject
 // are counted, not compared.
 func (l *List) Verify(ctx context.Context, v *Verification) error {
-	lister := v.Client().List(l.request(v.target, ""))
+	lister := v.login.Client.List(l.request(v.target, ""))
 	n := len(l.Columns)
 	for {
 		page, err := lister.Next(ctx)
@@ -240,10 +223,10 @@ func (l *List) Verify(ctx context.Context, v *Verification) error {
 
 // waitStreamLock takes the stream's lock, waiting up to wait while a sync
 // holds it.
-func waitStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string, wait time.Duration) error {
+func waitStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
-		ok, err := db.TryStreamLock(ctx, conn, source, stream)
+		ok, err := db.TryStreamLock(ctx, conn, source, stream, kind)
 		if err != nil || ok {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,7 +38,6 @@ func CashboxLookup() *sync.List {
 			{Name: "name", Field: "name", Type: sync.Text},
 			{Name: "type", Field: "type", Type: sync.Text, Lenient: true},
 		},
-		Expect:  map[string]string{"id": "number|string", "name": "string", "type": "string"},
 		History: sync.HistoryOn,
 	}
 }
@@ -57,9 +55,8 @@ func CashboxDetails() sync.Stream {
 			{Name: "opening_balance", Field: "opening_balance", Type: sync.Money},
 			{Name: "account_code", Field: "account_code", Type: sync.Text, Lenient: true},
 		},
-		Expect: map[string]string{"id": "number|string", "name": "string", "type": "string", "currency_code": "string",
-			"balance": "number|string", "is_active": "boolean", "branch_id": "number|string",
-			"account_code": "string", "opening_balance": "number|string"},
+		Also: map[string]string{"name": "string", "type": "string", "currency_code": "string",
+			"balance": "number|string", "is_active": "boolean", "branch_id": "number|string"},
 	}}
 }
 
@@ -67,35 +64,36 @@ func (cashboxDetails) Name() string { return "cashbox_details" }
 
 func (s cashboxDetails) Info() sync.Info {
 	return sync.Info{Route: "GET /accounts/api/cashboxes/{pk}/ per cashbox", Schedule: "@every 1h",
-		History: sync.HistoryOn, Table: "erp.cashbox_details", Money: []string{"opening_balance"}, Typed: []string{"account_code"}}
+		History: sync.HistoryOn, Rows: s.table}
 }
 
 // Validate prepares the table's SQL; the catalog calls it.
 func (s cashboxDetails) Validate() error { return s.table.Validate() }
 
-func (s cashboxDetails) Sync(ctx context.Context, r *sync.Run) error {
+// Steps writes the details read in one step.
+func (s cashboxDetails) Steps(ctx context.Context, r *sync.Run, commit func(sync.Step) error) error {
 	var drift sync.Drift
-	rows, err := s.read(ctx, r.Client(), &drift, r.Reject)
+	rows, err := s.read(ctx, r.View, &drift, r.Reject)
 	if err != nil {
 		return err
 	}
 	r.Drift(drift.Entries()...)
-	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+	return commit(sync.Step{Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 		return r.Upsert(ctx, tx, s.table, rows)
-	})
+	}})
 }
 
 // read reads the detail of every cashbox listed: rows as the table makes
 // them, the records that cannot be used handed to reject.
-func (s cashboxDetails) read(ctx context.Context, c *erp.Client, drift *sync.Drift, reject func(db.Rejected)) ([]db.Row, error) {
-	ids, err := cashboxIDs(ctx, c)
+func (s cashboxDetails) read(ctx context.Context, v *sync.View, drift *sync.Drift, reject func(db.Rejected)) ([]db.Row, error) {
+	ids, err := cashboxIDs(ctx, v)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name(), err)
 	}
 	var rows []db.Row
 	for _, id := range ids {
 		path := erp.DetailPath("/accounts/api/cashboxes/", id, "/")
-		body, err := c.Get(ctx, path, nil)
+		body, err := v.Get(ctx, path, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s: cashbox %s: %w", s.Name(), id, err)
 		}
@@ -114,34 +112,23 @@ func (s cashboxDetails) read(ctx context.Context, c *erp.Client, drift *sync.Dri
 }
 
 // cashboxIDs lists the ids of the cashboxes.
-func cashboxIDs(ctx context.Context, c *erp.Client) ([]string, error) {
+func cashboxIDs(ctx context.Context, v *sync.View) ([]string, error) {
 	var ids []string
-	list := c.List(erp.ListRequest{Path: "/accounts/api/cashboxes/"})
-	for {
-		page, err := list.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return ids, nil
-		}
+	for it, err := range v.Records(ctx, erp.ListRequest{Path: "/accounts/api/cashboxes/"}) {
 		if err != nil {
 			return nil, err
 		}
-		for _, rec := range page.Parsed {
-			if id, ok, err := rec.Text("id"); err == nil && ok {
-				ids = append(ids, id)
-			}
+		if id, ok, err := it.Record.Text("id"); err == nil && ok {
+			ids = append(ids, id)
 		}
-		page.Release()
 	}
+	return ids, nil
 }
 
-// VerifyTable and Verify let `erpsync verify` compare the table with the
-// ERP: every detail read again, as a sync reads it.
-func (s cashboxDetails) VerifyTable() (*db.Table, []string, string) {
-	return s.table.DB(), []string{"opening_balance"}, ""
-}
-
+// Verify lets `erpsync verify` compare the table with the ERP: every
+// detail read again, as a sync reads it.
 func (s cashboxDetails) Verify(ctx context.Context, v *sync.Verification) error {
-	rows, err := s.read(ctx, v.Client(), nil, func(db.Rejected) { v.Rejected(1) })
+	rows, err := s.read(ctx, v.View, nil, func(db.Rejected) { v.Rejected(1) })
 	if err != nil {
 		return err
 	}
@@ -151,14 +138,13 @@ func (s cashboxDetails) Verify(ctx context.Context, v *sync.Verification) error 
 // Probe reads the first cashbox's detail, for `erpsync probe`.
 func (s cashboxDetails) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
 	rep := p.Report(s, "")
-	ids, err := cashboxIDs(ctx, p.Client())
+	ids, err := cashboxIDs(ctx, p.View)
 	if err == nil && len(ids) == 0 {
 		err = errors.New("no cashbox is listed: no detail to read")
 	}
 	var body []byte
 	if err == nil {
-		path := erp.DetailPath("/accounts/api/cashboxes/", ids[0], "/")
-		body, err = p.Client().Get(ctx, path, nil)
+		body, err = p.Get(ctx, erp.DetailPath("/accounts/api/cashboxes/", ids[0], "/"), nil)
 	}
 	if err == nil {
 		var rec erp.Record
@@ -166,7 +152,7 @@ func (s cashboxDetails) Probe(ctx context.Context, p *sync.Probe) sync.ProbeRepo
 		if rec, raw, err = erp.DecodeObject("/accounts/api/cashboxes/{pk}/", body); err == nil {
 			rep.Status = http.StatusOK
 			page := &erp.Page{Records: []json.RawMessage{raw}, Parsed: []erp.Record{rec}}
-			rep.Examine(page, p.Scope, []string{"id"}, []string{"opening_balance"}, s.table.Expect)
+			rep.Examine(page, []string{"id"}, s.Info().MoneyColumns(), s.table.Expected())
 			return rep
 		}
 	}
@@ -343,8 +329,7 @@ func TestAddingAStreamDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := catalog.Lookup("cashbox_details")
-	rep := s.(sync.Prober).Probe(ctx, &sync.Probe{Target: target, Login: target.Logins[0],
-		Scope: model.Scope{Source: "doc", Login: "erpsync", CompanyID: id.CompanyID, BranchID: id.BranchID}})
+	rep := s.(sync.Prober).Probe(ctx, sync.NewProbe(target, target.Logins[0], id))
 	if !rep.Usable() || rep.Records != 1 || rep.WithID != 1 || len(rep.Money) != 1 || rep.Money[0].Parsed != 1 {
 		t.Errorf("probe: %+v", rep)
 	}

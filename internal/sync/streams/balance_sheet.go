@@ -3,7 +3,6 @@ package streams
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -37,20 +36,9 @@ func BalanceSheet() sync.Stream { return balanceSheet{path: "/accounts/api/balan
 func (balanceSheet) Name() string { return "balance_sheet" }
 
 func (s balanceSheet) Info() sync.Info {
-	return sync.Info{Route: "GET " + s.path + "?date_to=D", Permission: "accounts.report.balance_sheet", Schedule: sync.DefaultSchedule,
-		Table: "erp.balance_sheet_snapshots", History: sync.HistoryOn, Money: []string{"balance"}, Typed: []string{"code", "name"},
-		Settings: []sync.Setting{
-			{Key: "months", Default: "24", Check: monthCount},
-			{Key: "reread_months", Default: "3", Check: monthCount},
-		}}
-}
-
-// monthCount accepts a number of months from 0 to 600.
-func monthCount(v string) error {
-	if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 600 {
-		return errors.New("not a number of months from 0 to 600")
-	}
-	return nil
+	return sync.Info{Route: "GET " + s.path + "?date_to=D", Permission: "accounts.report.balance_sheet",
+		Table: "erp.balance_sheet_snapshots", History: sync.HistoryOn, Money: []string{"balance"},
+		Settings: []sync.Setting{sync.IntSetting("months", 24, 0, 600), sync.IntSetting("reread_months", 3, 0, 600)}}
 }
 
 // maxTreeDepth bounds the recursion into a balance-sheet tree.
@@ -79,15 +67,28 @@ type tree struct {
 	seen  int // nodes listed, rejected ones included
 }
 
-func (s balanceSheet) Sync(ctx context.Context, r *sync.Run) error {
+// Steps claims the snapshots written before logins, reads today's tree
+// and the month ends due, then commits each date's tree in turn.
+func (s balanceSheet) Steps(ctx context.Context, r *sync.Run, commit func(sync.Step) error) error {
 	now := time.Now().UTC()
 	today := now.Format(time.DateOnly)
-	months, _ := strconv.Atoi(r.Setting("months"))
-	reread, _ := strconv.Atoi(r.Setting("reread_months"))
+	months, err := r.Int("months")
+	if err != nil {
+		return err
+	}
+	reread, err := r.Int("reread_months")
+	if err != nil {
+		return err
+	}
+	if after, err := r.AfterReset(ctx); err != nil {
+		return err
+	} else if after {
+		reread = months // the stream was reset: every month end again
+	}
 	ends := MonthEnds(now, months)
-	if err := r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+	if err := commit(sync.Step{Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 		return model.RunStats{}, db.ClaimLegacySnapshots(ctx, tx, r.Scope())
-	}); err != nil {
+	}}); err != nil {
 		return err
 	}
 	var kept map[string]bool
@@ -106,9 +107,6 @@ func (s balanceSheet) Sync(ctx context.Context, r *sync.Run) error {
 	}
 	trees := make([]tree, 0, len(dates))
 	for _, d := range dates {
-		if err := r.Stopped(); err != nil {
-			return err
-		}
 		t, err := s.read(ctx, r, d)
 		if err != nil {
 			return err
@@ -123,17 +121,13 @@ func (s balanceSheet) Sync(ctx context.Context, r *sync.Run) error {
 		trees = trees[:1]
 	}
 	for _, t := range trees {
-		if err := r.Stopped(); err != nil {
-			return err
-		}
-		err := r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		err := commit(sync.Step{Read: model.RunStats{Pages: 1, Seen: int64(t.seen)}, Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 			wrote, err := db.ReplaceBalanceSheet(ctx, tx, r.Scope(), t.asOf, t.nodes)
-			st := model.RunStats{Pages: 1, Seen: int64(t.seen), Unchanged: int64(len(t.nodes))}
 			if wrote {
-				st.Inserted, st.Unchanged = int64(len(t.nodes)), 0
+				return model.RunStats{Inserted: int64(len(t.nodes))}, err
 			}
-			return st, err
-		})
+			return model.RunStats{Unchanged: int64(len(t.nodes))}, err
+		}})
 		if err != nil {
 			return err
 		}
@@ -160,7 +154,7 @@ func ignored(trees []tree) bool {
 // rejected; a node listed twice keeps its later copy.
 func (s balanceSheet) read(ctx context.Context, r *sync.Run, asOf string) (tree, error) {
 	route := erp.RouteLabel(s.path)
-	body, err := r.Client().Get(ctx, s.path, url.Values{"date_to": {asOf}})
+	body, err := r.Get(ctx, s.path, url.Values{"date_to": {asOf}})
 	if err != nil {
 		return tree{}, fmt.Errorf("%s as of %s: %w", s.Name(), asOf, err)
 	}
@@ -253,15 +247,15 @@ func treeNode(raw json.RawMessage, parent string, depth, index int, drift *sync.
 func (s balanceSheet) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
 	rep := p.Report(s, "")
 	now := time.Now().UTC()
-	body, err := p.Client().Get(ctx, s.path, url.Values{"date_to": {now.Format(time.DateOnly)}})
+	body, err := p.Get(ctx, s.path, url.Values{"date_to": {now.Format(time.DateOnly)}})
 	if err == nil {
 		var page *erp.Page
 		if page, err = erp.DecodePage(erp.RouteLabel(s.path), body); err == nil {
 			rep.Status = http.StatusOK
 			rep.Page(page, 0)
-			rep.Examine(page, p.Scope, nil, []string{"balance"}, nodeFields.Fields())
+			rep.Examine(page, nil, s.Info().Money, nodeFields.Fields())
 			monthEnd := MonthEnds(now, 1)[0]
-			if past, err := p.Client().Get(ctx, s.path, url.Values{"date_to": {monthEnd}}); err == nil && string(past) == string(body) {
+			if past, err := p.Get(ctx, s.path, url.Values{"date_to": {monthEnd}}); err == nil && string(past) == string(body) {
 				rep.Warnings = append(rep.Warnings, "the tree as of "+monthEnd+" is the same as today's: the ERP may not read date_to (sync warns if three dates agree)")
 			}
 			return rep

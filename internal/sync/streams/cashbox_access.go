@@ -1,11 +1,9 @@
 package streams
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
@@ -26,37 +24,38 @@ func CashboxAccess() sync.Stream { return cashboxAccess{path: "/accounts/api/cas
 func (cashboxAccess) Name() string { return "cashbox_access" }
 
 func (s cashboxAccess) Info() sync.Info {
-	return sync.Info{Route: "GET " + s.path + ", then GET " + s.path + "{cashbox_id}/access/ per cashbox", Schedule: sync.DefaultSchedule,
+	return sync.Info{Route: "GET " + s.path + ", then GET " + s.path + "{cashbox_id}/access/ per cashbox",
 		Table: "erp.cashbox_access"}
 }
 
-func (s cashboxAccess) Sync(ctx context.Context, r *sync.Run) error {
+// Steps commits the access list of each cashbox listed, then, through
+// the deletion guard, marks the grants no longer listed (their cashbox's
+// list, or the whole list of cashboxes, no longer holds them), so that
+// access lists answered empty by an ERP that withdrew a permission do not
+// wipe every grant.
+func (s cashboxAccess) Steps(ctx context.Context, r *sync.Run, commit func(sync.Step) error) error {
 	boxes, err := s.cashboxes(ctx, r)
 	if err != nil {
 		return err
 	}
-	// What was listed decides, at the end, which grants are gone: through
-	// the deletion guard, so that access lists answered empty by an ERP
-	// that withdrew a permission do not wipe every grant.
 	var listed db.AccessListed
 	for _, box := range boxes {
-		if err := r.Stopped(); err != nil {
-			return err
-		}
-		users, kept, err := s.grants(ctx, r, box)
+		step, users, kept, err := s.grants(ctx, r, box)
 		if err != nil {
 			return err
 		}
 		if kept {
 			listed.Kept = append(listed.Kept, box.id)
+			continue
+		}
+		if err := commit(step); err != nil {
+			return err
 		}
 		for _, u := range users {
 			listed.Cashboxes, listed.Users = append(listed.Cashboxes, box.id), append(listed.Users, u)
 		}
 	}
-	// Grants no longer listed (their cashbox's list, or the whole list of
-	// cashboxes, no longer holds them) are gone.
-	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+	return commit(sync.Step{Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 		gone, live, _, err := db.CashboxAccessGone(ctx, tx, r.Scope(), listed, false)
 		if err != nil {
 			return model.RunStats{}, err
@@ -71,7 +70,7 @@ func (s cashboxAccess) Sync(ctx context.Context, r *sync.Run) error {
 			Mark: func() (int64, error) { return db.MarkCashboxAccessGone(ctx, tx, r.Scope(), listed) },
 		})
 		return model.RunStats{Deleted: n}, err
-	})
+	}})
 }
 
 // cashbox is a cashbox listed: its id and the labels it carries, which
@@ -81,85 +80,61 @@ type cashbox struct {
 	labels db.Labels
 }
 
-// cashboxes lists the cashboxes, reading the list page by page. A cashbox
-// without a usable id is skipped: the cashboxes stream reports it.
+// cashboxes lists the cashboxes. A cashbox without a usable id is
+// skipped: the cashboxes stream reports it.
 func (s cashboxAccess) cashboxes(ctx context.Context, r *sync.Run) ([]cashbox, error) {
 	var ids []cashbox
-	l := r.Client().List(erp.ListRequest{Path: s.path})
-	for {
-		page, err := l.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return ids, nil
-		}
+	for it, err := range r.Records(ctx, erp.ListRequest{Path: s.path}) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Name(), err)
 		}
-		for i, raw := range page.Records {
-			rec := page.Parsed[i]
-			if !rec.IsObject() {
-				var perr error
-				if rec, perr = erp.ParseRecord(raw); perr != nil {
-					continue
-				}
-			}
-			if id, ok, err := rec.Text("id"); err == nil && ok && id != "" {
-				ids = append(ids, cashbox{id: id, labels: sync.RecordLabels(rec)})
-			}
+		if id, ok, err := it.Record.Text("id"); err == nil && ok && id != "" {
+			ids = append(ids, cashbox{id: id, labels: sync.RecordLabels(it.Record)})
 		}
-		page.Release()
 	}
+	return ids, nil
 }
 
-// grants reads and commits the access list of one cashbox and returns
-// the users it lists. A cashbox whose access route answers 404 (deleted
-// since it was listed) keeps what the warehouse has until the list drops
-// it (kept).
-func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) (users []string, kept bool, err error) {
+// grants reads the access list of one cashbox: the step that writes it,
+// and the users it lists. A cashbox whose access route answers 404
+// (deleted since it was listed) keeps what the warehouse has until the
+// list drops it (kept).
+func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) (step sync.Step, users []string, kept bool, err error) {
 	box := c.id
-	path := erp.DetailPath(s.path, box, "/access/")
+	listed, err := r.ReadList(ctx, erp.ListRequest{Path: erp.DetailPath(s.path, box, "/access/")})
+	var he *erp.HTTPError
+	if errors.As(err, &he) && he.Status == http.StatusNotFound {
+		r.Log().Warn("cashbox access route answered 404; keeping its grants", "cashbox", box)
+		r.Note("cashbox %s: access route answered 404 (cashbox gone?); its grants were kept", box)
+		return step, nil, true, nil
+	}
+	if err != nil {
+		return step, nil, false, fmt.Errorf("%s: cashbox %s: %w", s.Name(), box, err)
+	}
 	var rows []db.AccessRow
 	var drift sync.Drift
 	seen := 0
-	l := r.Client().List(erp.ListRequest{Path: path})
-	for {
-		page, err := l.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		var he *erp.HTTPError
-		if errors.As(err, &he) && he.Status == http.StatusNotFound {
-			r.Log().Warn("cashbox access route answered 404; keeping its grants", "cashbox", box)
-			r.Note("cashbox %s: access route answered 404 (cashbox gone?); its grants were kept", box)
-			return nil, true, nil
-		}
+	for it := range listed.Items() {
+		seen++
+		user, err := grantUser(it, box, &drift)
 		if err != nil {
-			return nil, false, fmt.Errorf("%s: cashbox %s: %w", s.Name(), box, err)
+			r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: %v", box, err), Record: it.Raw})
+			continue
 		}
-		for _, raw := range page.Records {
-			seen++
-			raw = bytes.Clone(raw) // the page's memory is reused once released
-			user, err := grantUser(raw, box, &drift)
-			if err != nil {
-				r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: %v", box, err), Record: raw})
-				continue
-			}
-			rows = append(rows, db.AccessRow{User: user, Payload: raw, Hash: db.PayloadHash(raw)})
-		}
-		page.Release()
+		rows = append(rows, db.AccessRow{User: user, Payload: it.Raw, Hash: db.PayloadHash(it.Raw)})
 	}
 	rows = sync.KeepLast(rows, func(g db.AccessRow) string { return g.User }, func(earlier db.AccessRow) {
 		r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: user %s listed twice; the later grant kept", box, earlier.User), Record: earlier.Payload})
 	})
 	r.Drift(drift.Entries()...)
-	err = r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		up, err := db.UpsertCashboxAccess(ctx, tx, r.Scope(), box, c.labels, rows)
-		return model.RunStats{Pages: 1, Seen: int64(seen), Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
-	})
 	users = make([]string, len(rows))
 	for i, g := range rows {
 		users[i] = g.User
 	}
-	return users, false, err
+	return sync.Step{Hold: listed, Read: model.RunStats{Pages: 1, Seen: int64(seen)}, Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		up, err := db.UpsertCashboxAccess(ctx, tx, r.Scope(), box, c.labels, rows)
+		return model.RunStats{Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
+	}}, users, false, nil
 }
 
 // grantFields are the fields a grant has been seen to carry. The
@@ -172,12 +147,13 @@ var grantFields = sync.NewExpectation(map[string]string{
 // grantUser names the user of a grant of cashbox box: the first of
 // user_id, user, id or username that is there. How the grant differs
 // from grantFields goes to drift.
-func grantUser(raw []byte, box string, drift *sync.Drift) (string, error) {
-	rec, err := erp.ParseRecord(raw)
-	if err == nil {
-		err = sync.CheckRecord(rec)
+func grantUser(it sync.Item, box string, drift *sync.Drift) (string, error) {
+	rec := it.Record
+	if !rec.IsObject() {
+		_, err := erp.ParseRecord(it.Raw)
+		return "", err
 	}
-	if err != nil {
+	if err := sync.CheckRecord(rec); err != nil {
 		return "", err
 	}
 	grantFields.Check(rec, box, drift)
@@ -192,8 +168,7 @@ func grantUser(raw []byte, box string, drift *sync.Drift) (string, error) {
 // Probe reads the access list of the first cashbox listed.
 func (s cashboxAccess) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
 	rep := p.Report(s, "GET "+s.path+"{cashbox_id}/access/")
-	boxes := p.Client().List(erp.ListRequest{Path: s.path})
-	page, err := boxes.Next(ctx)
+	page, err := p.FirstPage(ctx, erp.ListRequest{Path: s.path})
 	if err != nil {
 		rep.Route = "GET " + s.path // the cashbox list refused, not an access list
 		rep.Failed(err)
@@ -211,7 +186,7 @@ func (s cashboxAccess) Probe(ctx context.Context, p *sync.Probe) sync.ProbeRepor
 		rep.Status, rep.Problem = http.StatusOK, "no cashbox with an id is listed: no access list to read"
 		return rep
 	}
-	access, err := p.Client().List(erp.ListRequest{Path: erp.DetailPath(s.path, box, "/access/")}).Next(ctx)
+	access, err := p.FirstPage(ctx, erp.ListRequest{Path: erp.DetailPath(s.path, box, "/access/")})
 	if err != nil {
 		rep.Failed(err)
 		return rep
@@ -219,6 +194,6 @@ func (s cashboxAccess) Probe(ctx context.Context, p *sync.Probe) sync.ProbeRepor
 	defer access.Release()
 	rep.Status = http.StatusOK
 	rep.Page(access, 0)
-	rep.Examine(access, p.Scope, []string{"user_id", "user", "id", "username"}, nil, grantFields.Fields())
+	rep.Examine(access, []string{"user_id", "user", "id", "username"}, nil, grantFields.Fields())
 	return rep
 }

@@ -18,14 +18,18 @@ import (
 // Invoices is the sales invoice list, walked by cursor in sweeps.
 func Invoices() *sync.List {
 	return &sync.List{
-		Stream:   "invoices",
-		Core:     true,
-		Schedule: "@every 5m", // invoices change all day
-		Follows:  true,
-		History:  sync.HistoryOn,
-		Path:     "/sales/api/invoices/list/",
-		Month:    "date",
-		Paging:   erp.CursorPaged,
+		Stream: "invoices",
+		Core:   true,
+		// New invoices every 30 s (a follow run is one request when none
+		// is new); the whole list, for changes to old invoices and
+		// deletions, weekly: at a million invoices a sweep is thousands
+		// of requests (docs/performance.md#follow-runs measures both).
+		Schedule:      "@every 30s",
+		SweepSchedule: "@every 168h",
+		History:       sync.HistoryOn,
+		Path:          "/sales/api/invoices/list/",
+		Month:         "date",
+		Paging:        erp.CursorPaged,
 		Columns: []sync.Column{
 			{Name: "total_bc", Field: "total_bc", Type: sync.Money},
 			{Name: "invoice_date", Field: "date", Type: sync.Date, Lenient: true},
@@ -34,13 +38,10 @@ func Invoices() *sync.List {
 			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
 			// The customer is an object on some installations, its name a
 			// plain string on others.
-			{Name: "customer_id", Field: "customer.id", Alt: []string{"customer_id"}, Type: sync.Text, Lenient: true},
-			{Name: "customer_name", Field: "customer.name", Alt: []string{"customer"}, Type: sync.Text, Lenient: true},
+			{Name: "customer_id", Field: "customer.id", Alt: []string{"customer_id"}, Type: sync.Text, Lenient: true, Kinds: "object|string"},
+			{Name: "customer_name", Field: "customer.name", Alt: []string{"customer"}, Type: sync.Text, Lenient: true, Kinds: "object|string"},
 		},
-		Expect: map[string]string{
-			"id": "number|string", "number": "string", "date": "string", "customer": "object|string",
-			"currency_code": "string", "total_bc": "number|string", "status": "string", "updated_at": "string",
-		},
+		Also: map[string]string{"updated_at": "string"},
 	}
 }
 
@@ -59,7 +60,7 @@ func Currencies() *sync.List {
 		Columns: []sync.Column{
 			{Name: "code", Field: "code", Type: sync.Text},
 			{Name: "name", Field: "name", Type: sync.Text},
-			{Name: "exchange_rate", Field: "exchange_rate", Type: sync.Money, Scale: 6},
+			{Name: "exchange_rate", Field: "exchange_rate", Type: sync.Money, Scale: 6, Kinds: "string"},
 			{Name: "has_exchange_rate", Field: "has_exchange_rate", Type: sync.Bool},
 			{Name: "requires_exchange_rate", Field: "requires_exchange_rate", Type: sync.Bool},
 			{Name: "is_base_currency", Field: "is_base_currency", Type: sync.Bool},
@@ -67,13 +68,9 @@ func Currencies() *sync.List {
 			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
 			{Name: "currency_name", Field: "currency_name", Type: sync.Text, Lenient: true},
 		},
-		// The reviewed contract; fields after is_system_enabled are not
-		// shown by the reference, so they are reported as added drift.
-		Expect: map[string]string{
-			"id": "number", "code": "string", "currency_code": "string", "name": "string", "currency_name": "string",
-			"exchange_rate": "string", "has_exchange_rate": "boolean", "requires_exchange_rate": "boolean",
-			"is_base_currency": "boolean", "is_system_enabled": "boolean",
-		},
+		// The reviewed contract: its columns, and an integer id; fields
+		// the reference does not show are reported as added drift.
+		Also: map[string]string{"id": "number"},
 		AfterWrite: func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error {
 			_, err := db.RecordCurrencyRates(ctx, tx, scope.Source, ids)
 			return err
@@ -95,10 +92,7 @@ func Cashboxes() *sync.List {
 			{Name: "type", Field: "type", Type: sync.Text, Lenient: true},
 			{Name: "is_active", Field: "is_active", Type: sync.Bool, Lenient: true},
 		},
-		Expect: map[string]string{
-			"id": "number|string", "name": "string", "type": "string", "currency_code": "string",
-			"balance": "number|string", "is_active": "boolean", "branch_id": "number|string",
-		},
+		Also: map[string]string{"branch_id": "number|string"},
 	}
 }
 
@@ -113,17 +107,12 @@ func CashboxReconciliations() *sync.List {
 		Path:     "/accounts/api/cashbox-reconciliations/",
 		Month:    "reconciled_at",
 		Columns: []sync.Column{
-			{Name: "cashbox_id", Field: "cashbox_id", Type: sync.Text},
+			{Name: "cashbox_id", Field: "cashbox_id", Type: sync.Text, Kinds: "number|string"},
 			{Name: "status", Field: "status", Type: sync.Text},
 			{Name: "expected_balance", Field: "expected_balance", Type: sync.Money},
 			{Name: "counted_balance", Field: "counted_balance", Type: sync.Money},
 			{Name: "difference", Field: "difference", Type: sync.Money},
 			{Name: "reconciled_at", Field: "reconciled_at", Type: sync.Timestamp, Lenient: true},
-		},
-		Expect: map[string]string{
-			"id": "number|string", "cashbox_id": "number|string", "status": "string",
-			"expected_balance": "number|string", "counted_balance": "number|string",
-			"difference": "number|string", "reconciled_at": "string",
 		},
 	}
 }

@@ -13,11 +13,13 @@ type document struct {
 	stream     string // the list stream; its table is erp.<stream>
 	path       string // the list route; a document's routes are below it
 	paging     erp.Paging
-	follows    bool   // the list can be followed
 	permission string // what listing needs
 	preview    string // what reading a journal preview needs
 	columns    []sync.Column
-	expect     map[string]string
+	// schedule and sweep are the list's default schedules ("": every 30
+	// minutes, each run complete); a list paged by start/length is
+	// followed between its complete sweeps.
+	schedule, sweep string
 }
 
 var voucherColumns = []sync.Column{
@@ -29,18 +31,14 @@ var voucherColumns = []sync.Column{
 	{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
 }
 
-var voucherFields = map[string]string{
-	"id": "string|number", "number": "string", "date": "string", "party": "string",
-	"amount": "number|string", "currency_code": "string", "status": "string",
-}
-
 // documents: their fields are not shown by the reference; the typed
 // columns are what installations send in practice, and everything is in
 // payload either way. Their ids are strings at the ERP.
 var documents = []document{
 	{
 		kind: "journal_entry", stream: "journal_entries", path: "/accounts/api/journal-entries/",
-		paging: erp.OffsetPaged, follows: true, permission: "accounts.journal.view", preview: "accounts.journal.view",
+		paging: erp.OffsetPaged, permission: "accounts.journal.view", preview: "accounts.journal.view",
+		schedule: "@every 5m", sweep: "@every 168h",
 		columns: []sync.Column{
 			{Name: "status", Field: "status", Type: sync.Text},
 			{Name: "total_debit", Field: "total_debit", Type: sync.Money},
@@ -48,25 +46,21 @@ var documents = []document{
 			{Name: "entry_date", Field: "date", Type: sync.Date, Lenient: true},
 			{Name: "reference", Field: "reference", Type: sync.Text, Lenient: true},
 		},
-		expect: map[string]string{
-			"id": "string|number", "date": "string", "reference": "string", "status": "string",
-			"total_debit": "number|string", "total_credit": "number|string",
-		},
 	},
 	{
 		kind: "payment_voucher", stream: "payment_vouchers", path: "/accounts/api/payment-vouchers/",
 		permission: "accounts.payment.list", preview: "accounts.payment.view",
-		columns: voucherColumns, expect: voucherFields,
+		columns: voucherColumns,
 	},
 	{
 		kind: "receipt_voucher", stream: "receipt_vouchers", path: "/accounts/api/receipt-vouchers/",
 		permission: "accounts.receipt.list", preview: "accounts.receipt.view",
-		columns: voucherColumns, expect: voucherFields,
+		columns: voucherColumns,
 	},
 }
 
 // list is the document kind's list stream.
 func (d document) list() *sync.List {
-	return &sync.List{Stream: d.stream, Path: d.path, Paging: d.paging, Follows: d.follows, Permission: d.permission, Contract: sync.ContractUnreviewed,
-		History: sync.HistoryOn, Month: "date", Columns: d.columns, Expect: d.expect}
+	return &sync.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission, Contract: sync.ContractUnreviewed,
+		Schedule: d.schedule, SweepSchedule: d.sweep, History: sync.HistoryOn, Month: "date", Columns: d.columns}
 }

@@ -33,15 +33,17 @@ func (journalLines) Info() sync.Info {
 		perms = append(perms, d.preview)
 	}
 	return sync.Info{Route: "GET .../{pk}/journal-preview/ below each document route", Permission: strings.Join(perms, ", "),
-		Contract: sync.ContractUnreviewed, Schedule: sync.DefaultSchedule, Table: "erp.journal_lines", History: sync.HistoryOn,
-		Money: []string{"debit", "credit"}, Typed: []string{"account_code"}}
+		Contract: sync.ContractUnreviewed, Table: "erp.journal_lines", History: sync.HistoryOn,
+		Money: []string{"debit", "credit"}}
 }
 
 // documentBatch is how many documents are listed from the warehouse at a
 // time, so memory does not grow with the number of documents.
 const documentBatch = 500
 
-func (s journalLines) Sync(ctx context.Context, r *sync.Run) error {
+// Steps commits the lines of each document in turn, reading the
+// documents from the warehouse a batch at a time.
+func (s journalLines) Steps(ctx context.Context, r *sync.Run, commit func(sync.Step) error) error {
 	for _, d := range documents {
 		after := ""
 		for {
@@ -54,11 +56,15 @@ func (s journalLines) Sync(ctx context.Context, r *sync.Run) error {
 				return err
 			}
 			for _, doc := range docs {
-				if err := r.Stopped(); err != nil {
-					return err
-				}
-				if err := s.document(ctx, r, d, doc); err != nil {
+				step, err := s.document(ctx, r, d, doc)
+				if err != nil {
 					return fmt.Errorf("%s: %s %s: %w", s.Name(), d.kind, doc.ID, err)
+				}
+				if step == nil {
+					continue
+				}
+				if err := commit(*step); err != nil {
+					return err
 				}
 			}
 			if len(docs) < documentBatch {
@@ -70,30 +76,43 @@ func (s journalLines) Sync(ctx context.Context, r *sync.Run) error {
 	return nil
 }
 
-// document reads and commits the lines of one document. A preview that
-// cannot be read as a whole is rejected; the other documents go on.
-func (journalLines) document(ctx context.Context, r *sync.Run, d document, doc db.Document) error {
+// document reads the lines of one document, as the step that replaces
+// them. A preview that cannot be read as a whole is rejected (its step
+// writes nothing); the other documents go on. A document the ERP no
+// longer has is left as it is (no step).
+func (journalLines) document(ctx context.Context, r *sync.Run, d document, doc db.Document) (*sync.Step, error) {
 	path := erp.DetailPath(d.path, doc.ID, "/journal-preview/")
-	body, err := r.Client().Get(ctx, path, nil)
+	body, err := r.Get(ctx, path, nil)
 	var he *erp.HTTPError
 	if errors.As(err, &he) && he.Status == http.StatusNotFound {
 		r.Log().Warn("document has no journal preview (gone at the ERP?)", "kind", d.kind, "id", doc.ID)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lines, received, err := previewLines(r, path, body)
 	if err != nil {
 		r.Reject(db.Rejected{RecordID: d.kind + " " + doc.ID, Reason: err.Error(), Record: body})
-		return r.Commit(ctx, func(context.Context, pgx.Tx) (model.RunStats, error) {
-			return model.RunStats{Pages: 1, Seen: 1}, nil
-		})
+		return &sync.Step{Read: model.RunStats{Pages: 1, Seen: 1}}, nil
 	}
-	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		return model.RunStats{Pages: 1, Seen: int64(received), Inserted: int64(len(lines))},
-			db.ReplaceJournalLines(ctx, tx, r.Scope(), d.kind, doc, lines)
-	})
+	return &sync.Step{Read: model.RunStats{Pages: 1, Seen: int64(received)}, Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+		return model.RunStats{Inserted: int64(len(lines))}, db.ReplaceJournalLines(ctx, tx, r.Scope(), d.kind, doc, lines)
+	}}, nil
+}
+
+// Reset forgets which documents' previews the login read: their lines
+// are read again (and kept meanwhile).
+func (journalLines) Reset(ctx context.Context, tx pgx.Tx, scope model.Scope) (string, error) {
+	var n int64
+	for _, d := range documents {
+		m, err := db.ForgetJournalLines(ctx, tx, "erp."+d.stream, d.kind, scope)
+		if err != nil {
+			return "", err
+		}
+		n += m
+	}
+	return fmt.Sprintf("the journal lines of %d documents will be read again", n), nil
 }
 
 // decodePreview reads a journal preview: {ok, data: {lines: [...]}},
@@ -179,7 +198,7 @@ func (s journalLines) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport
 	d := documents[0]
 	rep := p.Report(s, "GET "+d.path+"{pk}/journal-preview/")
 	rep.Permission = d.preview
-	docs, err := p.Client().List(erp.ListRequest{Path: d.path, Paging: d.paging, PageSize: 1}).Next(ctx)
+	docs, err := p.FirstPage(ctx, erp.ListRequest{Path: d.path, Paging: d.paging, PageSize: 1})
 	if err != nil {
 		rep.Route, rep.Permission = d.path, d.permission // the list refused, not a preview
 		rep.Failed(err)
@@ -198,13 +217,13 @@ func (s journalLines) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport
 		return rep
 	}
 	path := erp.DetailPath(d.path, id, "/journal-preview/")
-	body, err := p.Client().Get(ctx, path, nil)
+	body, err := p.Get(ctx, path, nil)
 	if err == nil {
 		var page *erp.Page
 		if page, err = decodePreview(path, body); err == nil {
 			rep.Status = http.StatusOK
 			rep.Page(page, 0)
-			rep.Examine(page, p.Scope, nil, []string{"debit", "credit"}, lineFields.Fields())
+			rep.Examine(page, nil, s.Info().Money, lineFields.Fields())
 			return rep
 		}
 	}

@@ -42,12 +42,14 @@ func MessagingStats() sync.Stream { return messagingStats{path: "{messaging}/api
 func (messagingStats) Name() string { return "messaging_stats" }
 
 func (s messagingStats) Info() sync.Info {
-	return sync.Info{Route: "GET " + s.path, Contract: sync.ContractUnreviewed, Schedule: sync.DefaultSchedule, Table: "erp.messaging_stats"}
+	return sync.Info{Route: "GET " + s.path, Contract: sync.ContractUnreviewed, Table: "erp.messaging_stats"}
 }
 
-func (s messagingStats) Sync(ctx context.Context, r *sync.Run) error {
+// Steps reads the snapshot and appends it when it changed; one that
+// cannot be stored as it came is set aside, not failed.
+func (s messagingStats) Steps(ctx context.Context, r *sync.Run, commit func(sync.Step) error) error {
 	path := r.Path(s.path)
-	body, err := r.Client().Get(ctx, path, nil)
+	body, err := r.Get(ctx, path, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Name(), err)
 	}
@@ -55,24 +57,21 @@ func (s messagingStats) Sync(ctx context.Context, r *sync.Run) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Name(), err)
 	}
+	read := model.RunStats{Pages: 1, Seen: 1}
 	if err := sync.CheckRecord(rec); err != nil {
-		// The snapshot cannot be stored as it came: set aside, not failed.
 		r.Reject(db.Rejected{Reason: err.Error(), Record: payload})
-		return r.Commit(ctx, func(context.Context, pgx.Tx) (model.RunStats, error) {
-			return model.RunStats{Pages: 1, Seen: 1}, nil
-		})
+		return commit(sync.Step{Read: read})
 	}
 	var drift sync.Drift
 	statsFields.Check(rec, "stats", &drift)
 	r.Drift(drift.Entries()...)
-	return r.Commit(ctx, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+	return commit(sync.Step{Read: read, Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
 		wrote, err := db.AppendMessagingStats(ctx, tx, r.Scope(), payload, db.PayloadHash(payload))
-		st := model.RunStats{Pages: 1, Seen: 1, Unchanged: 1}
 		if wrote {
-			st.Inserted, st.Unchanged = 1, 0
+			return model.RunStats{Inserted: 1}, err
 		}
-		return st, err
-	})
+		return model.RunStats{Unchanged: 1}, err
+	}})
 }
 
 // statsFields are the counters a statistics snapshot has been seen to
@@ -84,7 +83,7 @@ var statsFields = sync.NewExpectation(map[string]string{"sent": "number", "faile
 func (s messagingStats) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport {
 	path := p.Path(s.path)
 	rep := p.Report(s, "GET "+path)
-	body, err := p.Client().Get(ctx, path, nil)
+	body, err := p.Get(ctx, path, nil)
 	if err == nil {
 		var rec erp.Record
 		if rec, _, err = erp.DecodeObject(erp.RouteLabel(path), body); err == nil {

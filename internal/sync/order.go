@@ -1,0 +1,101 @@
+package sync
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The order of ids is the one rule by which erpsync tells how a list is
+// sorted: ids that are whole numbers (digits, no leading zero) compare by
+// value and come before any other id; other ids compare by their bytes.
+// idKey writes an id as text whose byte order is that order, so that the
+// warehouse can keep the highest id read and compare it with COLLATE "C".
+func idKey(id string) string {
+	if digitsOnly([]byte(id)) && (len(id) == 1 || id[0] != '0') {
+		return fmt.Sprintf("0%04d%s", len(id), id)
+	}
+	return "1" + id
+}
+
+// compareIDs orders two ids by the rule above.
+func compareIDs(a, b string) int { return strings.Compare(idKey(a), idKey(b)) }
+
+// Orders a list's ids come in.
+const (
+	ascending  = "ascending"
+	descending = "descending"
+	unordered  = "unordered"
+)
+
+// orderTrail follows the order of the ids a walk reads, page after page:
+// strictly ascending, strictly descending, or neither (unordered, for
+// good). A page may begin with ids of the page before it (a list shifted
+// by records added ahead of the reader, read again): those are skipped.
+type orderTrail struct {
+	order string          // "" while fewer than two ids were read
+	last  string          // the last id read
+	prev  map[string]bool // the ids of the page before (nil: not known)
+	max   string          // the sort key of the highest id read
+}
+
+// extend adds a page's ids, in list order, and returns the order so far.
+func (o *orderTrail) extend(ids []string) string {
+	i := 0
+	for i < len(ids) && o.prev[ids[i]] {
+		i++
+	}
+	prev := o.last
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = true
+		if k := idKey(id); k > o.max {
+			o.max = k
+		}
+	}
+	for _, id := range ids[i:] {
+		if prev != "" {
+			step := unordered
+			switch c := compareIDs(prev, id); {
+			case c < 0:
+				step = ascending
+			case c > 0:
+				step = descending
+			}
+			switch {
+			case o.order == "":
+				o.order = step
+			case o.order != step:
+				o.order = unordered
+			}
+		}
+		prev = id
+	}
+	if len(ids) > 0 {
+		o.last, o.prev = ids[len(ids)-1], seen
+	}
+	return o.order
+}
+
+// listOrder is what the orders of a list's last complete sweeps (newest
+// first) say of it: ascending or descending when the last two are that
+// strict order, unordered when they are not (or follow runs were found to
+// miss records: demoted), "" before two sweeps.
+func listOrder(orders []string, demoted bool) string {
+	switch {
+	case demoted:
+		return unordered
+	case len(orders) < 2:
+		return ""
+	case orders[0] == orders[1] && (orders[0] == ascending || orders[0] == descending):
+		return orders[0]
+	}
+	return unordered
+}
+
+// followable is the order a list may be followed in ("": none).
+func followable(order string) string {
+	if order == ascending || order == descending {
+		return order
+	}
+	return ""
+}
