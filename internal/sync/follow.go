@@ -262,21 +262,25 @@ func (p *follow) committed(context.Context, time.Time) {
 	p.anchors, p.walked = p.nextAnchors, p.nextWalked
 }
 
-// done ends a follow of a list in descending order at a page whose
-// records were all stored, unchanged, by the end of the login's last
-// complete read: what lies beyond it is older still, and was read then.
-// (Before this run began is not enough: a follow stopped after its first
-// page stored records whose next page it never read.)
+// done ends a follow of a list in descending order at a page that ends
+// with a record stored, unchanged, by the end of the login's last complete
+// read: every record after it in the list is older still (the order of
+// every page is checked), so it was read then too, and the records before
+// it on the page were just written. One request is then enough when at
+// most a page is new. (The end of the last complete read, not the start
+// of this run: a follow stopped after its first page stored records
+// whose next page it never read.)
 func (p *follow) done(ctx context.Context, page *preparedPage) (bool, error) {
-	if p.order != descending || len(page.rows) == 0 {
+	if p.order != descending || len(page.ids) == 0 {
 		return false, nil
 	}
-	ids, hashes := make([]string, len(page.rows)), make([][]byte, len(page.rows))
-	for i := range page.rows {
-		ids[i], hashes[i] = page.rows[i].ID, page.rows[i].Hash[:]
+	last := page.ids[len(page.ids)-1]
+	i := slices.IndexFunc(page.rows, func(r db.Row) bool { return r.ID == last })
+	if i < 0 {
+		return false, nil
 	}
-	same, err := p.list.table.db.SameBy(ctx, p.run.conn, p.run.scope.Source, ids, hashes, p.read)
-	return same == int64(len(ids)), err
+	same, err := p.list.table.db.SameBy(ctx, p.run.conn, p.run.scope.Source, []string{last}, [][]byte{page.rows[i].Hash[:]}, p.read)
+	return same == 1, err
 }
 
 // secondLook asks again for each page of a follow but the last, and says
