@@ -1,10 +1,13 @@
-// Package bench is the performance report behind `make bench`: a full
-// invoice sync of N simulated invoices measured against the COPY of the
-// very same rows (the ingest limit of this machine), an unchanged
-// re-sync, a re-sync after 1% of the rows changed (with and without
-// history), a naive row-by-row baseline, and the panel report: the finance
-// dashboard's invoice panels as each login reads them against the same
-// question on a typed copy of the invoices (panels.go).
+// Package bench is the performance reports behind `make bench` and `make
+// freshness`. The first: a full invoice sync of N simulated invoices
+// measured against the COPY of the very same rows (the ingest limit of
+// this machine), an unchanged re-sync, a re-sync after 1% of the rows
+// changed (with and without history), a naive row-by-row baseline, and the
+// panel report: the finance dashboard's invoice panels as each login reads
+// them against the same question on a typed copy of the invoices
+// (panels.go). The second: how soon new invoices reach the warehouse while
+// the daemon follows the list, and what following costs the ERP
+// (freshness.go).
 package bench
 
 import (
