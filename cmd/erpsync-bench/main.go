@@ -1,8 +1,11 @@
-// Command erpsync-bench prints the performance report behind `make bench`:
-// it measures the erpsync binary it is given (--binary, the release build
-// in bin/erpsync by default) against the simulator and the COPY limit of
-// this machine. It is not part of the released binary: it creates and
-// drops databases on the server TEST_DATABASE_URL names.
+// Command erpsync-bench prints the performance reports behind `make bench`
+// and `make freshness`: it measures the erpsync binary it is given
+// (--binary, the release build in bin/erpsync by default) against the
+// simulator. It is not part of the released binary: it creates and drops
+// databases on the server TEST_DATABASE_URL names.
+//
+//	erpsync-bench [flags]            the sync report: the COPY limit of this machine, re-syncs, panels
+//	erpsync-bench freshness [flags]  the freshness report: follow runs, how fresh, what they cost the ERP
 package main
 
 import (
@@ -13,13 +16,21 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/erpsync/erpsync/internal/bench"
 )
 
+const defaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
 func main() {
-	o := bench.Options{AdminURL: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"}
+	if len(os.Args) > 1 && os.Args[1] == "freshness" {
+		freshness(os.Args[2:])
+		return
+	}
+	o := bench.Options{AdminURL: adminURL()}
 	fs := flag.NewFlagSet("erpsync-bench", flag.ExitOnError)
 	binary := fs.String("binary", "bin/erpsync", "the erpsync `binary` to measure")
 	fs.IntVar(&o.Invoices, "invoices", 1000000, "invoices to sync")
@@ -33,21 +44,10 @@ func main() {
 	fs.BoolVar(&o.Explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of every panel query that misses a goal, as that login")
 	checkGoals := fs.Bool("check-goals", true, "exit 1 when a goal is missed (false: the report only)")
 	fs.Parse(os.Args[1:])
-	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
-		o.AdminURL = u
-	}
-	bin, err := filepath.Abs(*binary)
-	if err == nil {
-		_, err = os.Stat(bin)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "erpsync-bench: --binary: %v (build it with make build)\n", err)
-		os.Exit(2)
-	}
-	o.Binary = bin
+	o.Binary = binaryPath(*binary)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	err = bench.Run(ctx, o, os.Stdout)
+	err := bench.Run(ctx, o, os.Stdout)
 	var missed *bench.GoalsMissed
 	if errors.As(err, &missed) && !*checkGoals {
 		return
@@ -56,4 +56,65 @@ func main() {
 		fmt.Fprintf(os.Stderr, "erpsync-bench: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// freshness runs the freshness report; it exits 1 when a goal is missed,
+// naming it.
+func freshness(args []string) {
+	o := bench.FreshnessOptions{AdminURL: adminURL()}
+	fs := flag.NewFlagSet("erpsync-bench freshness", flag.ExitOnError)
+	binary := fs.String("binary", "bin/erpsync", "the erpsync `binary` to measure")
+	sizes := fs.String("invoices", "100000,1000000", "invoices of the simulator, a report for each (`list` separated by commas)")
+	fs.IntVar(&o.PageSize, "page-size", 100, "invoices per page: the simulator's cap and the page_size asked")
+	fs.DurationVar(&o.Latency, "latency", 0, "of each ERP answer once the warehouse is loaded (default 100ms)")
+	fs.DurationVar(&o.Follow, "follow", 0, "the daemon's follow schedule, @every this (default the stream's, 30s)")
+	fs.IntVar(&o.Samples, "samples", 0, "new invoices per shape outside sweeps, and as many during sweeps (default 10)")
+	fs.DurationVar(&o.Window, "window", 0, "over which they are issued, at random moments (default five follow intervals)")
+	fs.IntVar(&o.GoalInvoices, "goal-invoices", 0, "the goals on freshness and requests an hour apply from this many invoices (default 1000000)")
+	fs.Parse(args)
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "erpsync-bench freshness: --invoices %q: %q is not a positive number\n", *sizes, s)
+			os.Exit(2)
+		}
+		o.Sizes = append(o.Sizes, n)
+	}
+	o.Binary = binaryPath(*binary)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := bench.Freshness(ctx, o, os.Stdout); err != nil {
+		var missed *bench.GoalsMissed
+		if errors.As(err, &missed) {
+			fmt.Fprintf(os.Stderr, "erpsync-bench freshness: %d goal(s) missed:\n", len(missed.Misses))
+			for _, g := range missed.Misses {
+				fmt.Fprintf(os.Stderr, "  %s\n", g)
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "erpsync-bench freshness: %v\n", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// adminURL is the server where the reports create their databases.
+func adminURL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return defaultAdminURL
+}
+
+// binaryPath is the binary to measure, absolute; it exits when there is
+// none.
+func binaryPath(binary string) string {
+	bin, err := filepath.Abs(binary)
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "erpsync-bench: --binary: %v (build it with make build)\n", err)
+		os.Exit(2)
+	}
+	return bin
 }

@@ -1,10 +1,13 @@
-// Package bench is the performance report behind `make bench`: a full
-// invoice sync of N simulated invoices measured against the COPY of the
-// very same rows (the ingest limit of this machine), an unchanged
-// re-sync, a re-sync after 1% of the rows changed (with and without
-// history), a naive row-by-row baseline, and the panel report: the finance
-// dashboard's invoice panels as each login reads them against the same
-// question on a typed copy of the invoices (panels.go).
+// Package bench is the performance reports behind `make bench` and `make
+// freshness`. The first: a full invoice sync of N simulated invoices
+// measured against the COPY of the very same rows (the ingest limit of
+// this machine), an unchanged re-sync, a re-sync after 1% of the rows
+// changed (with and without history), a naive row-by-row baseline, and the
+// panel report: the finance dashboard's invoice panels as each login reads
+// them against the same question on a typed copy of the invoices
+// (panels.go). The second: how soon new invoices reach the warehouse while
+// the daemon follows the list, and what following costs the ERP
+// (freshness.go).
 package bench
 
 import (
@@ -14,7 +17,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -109,20 +111,16 @@ func syncMisses(copyRatio, walPct, resyncRatio, speedup float64) []string {
 // Run prints the report to out.
 func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.DatabasePrefix == "" {
-		var b [4]byte
-		rand.Read(b[:])
-		o.DatabasePrefix = "erpsync_bench_" + hex.EncodeToString(b[:]) + "_"
+		o.DatabasePrefix = randomPrefix()
 	}
 	sim := erpsim.New(erpsim.Options{Invoices: o.Invoices, PageSizeCap: o.PageSize})
 	sim.PreEncodeInvoicePages(o.PageSize)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	simCtx, stopSim := context.WithCancel(ctx)
+	defer stopSim()
+	base, err := serveSim(simCtx, sim)
 	if err != nil {
 		return err
 	}
-	simCtx, stopSim := context.WithCancel(ctx)
-	defer stopSim()
-	go sim.Serve(simCtx, ln)
-	base := "http://" + ln.Addr().String()
 
 	fmt.Fprintf(out, "erpsync bench: %d invoices, page size %d, prefetch %d, %d runs\n", o.Invoices, o.PageSize, o.Prefetch, o.Runs)
 	var samples []sample
@@ -212,6 +210,14 @@ medians of %d runs, N = %d
 	return &GoalsMissed{Misses: misses}
 }
 
+// randomPrefix starts the names of a report's databases when it is given
+// no prefix: two reports on one server never drop each other's.
+func randomPrefix() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return "erpsync_bench_" + hex.EncodeToString(b[:]) + "_"
+}
+
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // runOnce measures one run on a fresh database; the first also writes the
@@ -219,7 +225,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func (o Options) runOnce(ctx context.Context, sim *erpsim.Sim, base string, i int, panels io.Writer) (sample, error) {
 	var s sample
 	name := fmt.Sprintf("%s%d", o.DatabasePrefix, i)
-	dbURL, drop, err := o.freshDB(ctx, name)
+	dbURL, drop, err := freshDB(ctx, o.AdminURL, name)
 	if err != nil {
 		return s, err
 	}
@@ -229,7 +235,7 @@ func (o Options) runOnce(ctx context.Context, sim *erpsim.Sim, base string, i in
 		return s, err
 	}
 	defer admin.Close(ctx)
-	if err := o.migrate(ctx, dbURL); err != nil {
+	if err := migrate(ctx, dbURL); err != nil {
 		return s, err
 	}
 	admin.Exec(ctx, "CHECKPOINT")
@@ -371,12 +377,7 @@ func (o Options) child(ctx context.Context, dbURL, base string, env ...string) (
 	args := []string{"-f", "%M", "-o", timeOut.Name(), o.Binary, "sync", "--prefetch", strconv.Itoa(o.Prefetch)}
 	args = append(append(args, o.ExtraArgs...), "invoices")
 	cmd := exec.CommandContext(ctx, "/usr/bin/time", args...)
-	cmd.Env = append(os.Environ(),
-		"ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL="+base,
-		"ERPSYNC_ERP_USERNAME=erpsync", "ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
-		"ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(o.PageSize), "ERPSYNC_LOG_FORMAT=json", "ERPSYNC_LOG_LEVEL=warn",
-		"ERPSYNC_CONFIG=")
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = erpsyncEnv(dbURL, base, o.PageSize, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
@@ -395,7 +396,8 @@ func (o Options) child(ctx context.Context, dbURL, base string, env ...string) (
 	return secs, kb * 1024, nil
 }
 
-func (o Options) migrate(ctx context.Context, dbURL string) error {
+// migrate brings the database at dbURL to the schema of this tree.
+func migrate(ctx context.Context, dbURL string) error {
 	pool, err := db.Open(ctx, dbURL)
 	if err != nil {
 		return err
@@ -405,8 +407,10 @@ func (o Options) migrate(ctx context.Context, dbURL string) error {
 	return err
 }
 
-func (o Options) freshDB(ctx context.Context, name string) (string, func(), error) {
-	admin, err := pgx.Connect(ctx, o.AdminURL)
+// freshDB creates the database name on the server at adminURL (dropping
+// one left by an earlier report) and returns its URL and what drops it.
+func freshDB(ctx context.Context, adminURL, name string) (string, func(), error) {
+	admin, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		return "", nil, fmt.Errorf("bench database server: %w", err)
 	}
@@ -415,13 +419,13 @@ func (o Options) freshDB(ctx context.Context, name string) (string, func(), erro
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", nil, err
 	}
-	u, err := url.Parse(o.AdminURL)
+	u, err := url.Parse(adminURL)
 	if err != nil {
 		return "", nil, err
 	}
 	u.Path = "/" + name
 	drop := func() {
-		c, err := pgx.Connect(context.Background(), o.AdminURL)
+		c, err := pgx.Connect(context.Background(), adminURL)
 		if err == nil {
 			c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 			c.Close(context.Background())
@@ -450,20 +454,19 @@ type naiveResult struct{ secs, rowsPerSec float64 }
 func (o Options) naiveBaseline(ctx context.Context, perPage bool) (naiveResult, error) {
 	sim := erpsim.New(erpsim.Options{Invoices: o.Baseline, PageSizeCap: o.PageSize})
 	sim.PreEncodeInvoicePages(o.PageSize)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	simCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	base, err := serveSim(simCtx, sim)
 	if err != nil {
 		return naiveResult{}, err
 	}
-	simCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go sim.Serve(simCtx, ln)
 
-	dbURL, drop, err := o.freshDB(ctx, o.DatabasePrefix+"naive")
+	dbURL, drop, err := freshDB(ctx, o.AdminURL, o.DatabasePrefix+"naive")
 	if err != nil {
 		return naiveResult{}, err
 	}
 	defer drop()
-	if err := o.migrate(ctx, dbURL); err != nil {
+	if err := migrate(ctx, dbURL); err != nil {
 		return naiveResult{}, err
 	}
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -471,7 +474,7 @@ func (o Options) naiveBaseline(ctx context.Context, perPage bool) (naiveResult, 
 		return naiveResult{}, err
 	}
 	defer conn.Close(ctx)
-	client, err := erp.New(erp.Options{BaseURL: "http://" + ln.Addr().String(), Username: "erpsync", Password: "erpsync-demo-password"})
+	client, err := erp.New(erp.Options{BaseURL: base, Username: "erpsync", Password: "erpsync-demo-password"})
 	if err != nil {
 		return naiveResult{}, err
 	}

@@ -31,24 +31,9 @@ func TestRunTiny(t *testing.T) {
 	}
 	// The report measures the child's peak memory with GNU time(1).
 	testutil.RequireTool(t, "/usr/bin/time", "time")
-	// Skips, or fails in CI, without a server, as every database test.
-	testdb.Admin(t).Close(context.Background())
-	admin := testdb.AdminURL()
-	// Its own prefix: the databases of this run, and of no other bench on
-	// the server (`make bench`, another checkout's tests).
-	prefix := fmt.Sprintf("erpsync_benchtest_%d_", time.Now().UnixNano())
-	// The bench drops its databases itself, whatever happens; this is
-	// for a run that failed half-way (a panic).
-	t.Cleanup(func() {
-		if t.Failed() {
-			dropDatabases(t, prefix)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	bin := buildErpsync(t, ctx)
+	ctx, bin, prefix := reportTest(t)
 	var out bytes.Buffer
-	err := Run(ctx, Options{AdminURL: admin, Binary: bin, Invoices: 300, Baseline: 100, Runs: 1, PageSize: 100, Prefetch: 1, DatabasePrefix: prefix}, &out)
+	err := Run(ctx, Options{AdminURL: testdb.AdminURL(), Binary: bin, Invoices: 300, Baseline: 100, Runs: 1, PageSize: 100, Prefetch: 1, DatabasePrefix: prefix}, &out)
 	report := out.String()
 	t.Logf("report:\n%s", report)
 	// At N = 300 goals may be missed: Run then says which, at the end of
@@ -116,14 +101,29 @@ func TestSyncMisses(t *testing.T) {
 	}
 }
 
-// buildErpsync builds ./cmd/erpsync into the test's temporary directory.
-func buildErpsync(t *testing.T, ctx context.Context) string {
+// reportTest prepares a test that runs a report: the database server
+// (skipped, or failed in CI, without one, as every database test), a
+// context of five minutes, a binary built from this tree, and a prefix of
+// the test's own for the report's databases (none of another report on
+// the server: `make bench`, another checkout's tests). A report drops its
+// databases itself, whatever happens; a test that fails half-way (a
+// panic) drops what is left.
+func reportTest(t *testing.T) (ctx context.Context, bin, prefix string) {
 	t.Helper()
+	testdb.Admin(t).Close(context.Background())
+	prefix = fmt.Sprintf("erpsync_benchtest_%d_", time.Now().UnixNano())
+	t.Cleanup(func() {
+		if t.Failed() {
+			dropDatabases(t, prefix)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
 	bin, err := testutil.BuildErpsync(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bin
+	return ctx, bin, prefix
 }
 
 // benchDatabases are the databases whose names start with prefix.

@@ -1,0 +1,461 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp/erpsim"
+)
+
+// A lane of the freshness report: one shape of the invoice list, its
+// simulator and its warehouse, and what was measured on them.
+
+// shape is one way an ERP may keep a list that can be followed.
+type shape struct {
+	order  erpsim.ListOrder
+	cursor erpsim.CursorKind
+	// listOrder is the order the warehouse must learn from two sweeps.
+	listOrder string
+	// first and second name it, in the report's two header lines.
+	first, second string
+}
+
+// shapes are the four a followed list may have.
+var shapes = []shape{
+	{erpsim.OrderOldestFirst, erpsim.CursorPosition, "ascending", "oldest first", "position"},
+	{erpsim.OrderOldestFirst, erpsim.CursorLastKey, "ascending", "oldest first", "last key"},
+	{erpsim.OrderNewestFirst, erpsim.CursorPosition, "descending", "newest first", "position"},
+	{erpsim.OrderNewestFirst, erpsim.CursorLastKey, "descending", "newest first", "last key"},
+}
+
+func (s shape) String() string { return s.first + ", " + s.second + " cursors" }
+
+// addedByFollow are the invoices issued before each measured follow run:
+// none, one (in an ascending list after a complete sweep, on a page of its
+// own), one again (on the page of the one before, as when invoices come
+// one at a time), and more than two pages' worth.
+var addedByFollow = []int{0, 1, 1, 250}
+
+// The follow runs the requests an hour are computed from: nothing new,
+// and one new invoice at every run.
+const (
+	followIdle = 0
+	followBusy = 2
+)
+
+type lane struct {
+	shape  shape
+	n      int
+	binary string
+	sim    *erpsim.Sim
+	env    []string // of every erpsync process of the lane
+	pool   *pgxpool.Pool
+	drop   func()
+	daemon *process
+
+	loads         [2]float64 // the two complete sweeps at latency 0, seconds
+	sweepRequests int        // invoice requests of a complete sweep
+	follows       []followRun
+	outside       samples // new invoices while no sweep runs
+	during        samples // new invoices while complete sweeps run
+	sweep         sweepTime
+	// The daemon's requests to the ERP while the new invoices outside
+	// sweeps were issued: all routes, the invoice list, over window.
+	daemonAll, daemonList int
+	daemonWindow          time.Duration
+}
+
+// followRun is one `erpsync sync --follow invoices`.
+type followRun struct {
+	added    int // invoices issued just before it
+	requests int // to the invoice list
+	secs     float64
+	swept    string // why it read the whole list instead, if it did
+}
+
+// samples are the seconds new invoices took to reach the warehouse, and
+// how many never did within the report's patience.
+type samples struct {
+	secs    []float64
+	missing int
+}
+
+// sweepTime is how long a complete sweep takes at the report's latency:
+// measured when sweeps completed while the invoices were issued, else
+// computed from the rate of the sweep that was stopped.
+type sweepTime struct {
+	secs      float64
+	completed int     // sweeps that completed
+	pages     int64   // of the stopped sweep, when none did
+	elapsed   float64 // seconds the stopped sweep had run
+}
+
+// newLane starts the lane's simulator (no latency, its pages encoded up
+// front) and creates its warehouse.
+func (o FreshnessOptions) newLane(ctx context.Context, sh shape, n int, name string) (*lane, error) {
+	sim := erpsim.New(erpsim.Options{Invoices: n, PageSizeCap: o.PageSize, ListOrder: sh.order, CursorKind: sh.cursor})
+	sim.PreEncodeInvoicePages(o.PageSize)
+	base, err := serveSim(ctx, sim)
+	if err != nil {
+		return nil, err
+	}
+	dbURL, drop, err := freshDB(ctx, o.AdminURL, name)
+	if err != nil {
+		return nil, err
+	}
+	l := &lane{shape: sh, n: n, binary: o.Binary, sim: sim, env: erpsyncEnv(dbURL, base, o.PageSize), drop: drop}
+	if err := migrate(ctx, dbURL); err != nil {
+		l.close()
+		return nil, err
+	}
+	if l.pool, err = db.Open(ctx, dbURL); err != nil {
+		l.close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *lane) close() {
+	if l.daemon != nil {
+		l.daemon.stop()
+	}
+	if l.pool != nil {
+		l.pool.Close()
+	}
+	l.drop()
+}
+
+// Patience: how long a run the report waits for may take. A follow run is
+// a few requests; one that took minutes has read the whole list.
+const (
+	loadTimeout   = 30 * time.Minute
+	followTimeout = 3 * time.Minute
+)
+
+// load fills the warehouse with two complete sweeps, so that the list's
+// order is known and the next runs follow it, and counts a sweep's
+// requests.
+func (l *lane) load(ctx context.Context) error {
+	for i := range l.loads {
+		l.sim.ResetRequests()
+		secs, err := runErpsync(ctx, loadTimeout, l.binary, l.env, "sync", "invoices")
+		if err != nil {
+			return err
+		}
+		l.loads[i] = secs
+	}
+	l.sweepRequests = l.sim.RequestCount(invoicesPath)
+	if err := l.holds(ctx, l.n); err != nil {
+		return err
+	}
+	var order *string
+	if err := l.pool.QueryRow(ctx, `SELECT list_order FROM erp.stream_freshness WHERE stream = 'invoices'`).Scan(&order); err != nil {
+		return fmt.Errorf("reading the list's order: %w", err)
+	}
+	if order == nil || *order != l.shape.listOrder {
+		return fmt.Errorf("after two complete sweeps the warehouse holds the list's order as %v, want %s: it would not be followed", deref(order), l.shape.listOrder)
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "unknown"
+	}
+	return *s
+}
+
+// holds checks that the warehouse holds n live invoices.
+func (l *lane) holds(ctx context.Context, n int) error {
+	var live int
+	if err := l.pool.QueryRow(ctx, `SELECT count(*) FROM erp.invoices WHERE deleted_at IS NULL`).Scan(&live); err != nil {
+		return err
+	}
+	if live != n {
+		return fmt.Errorf("the warehouse holds %d live invoices, the ERP %d", live, n)
+	}
+	return nil
+}
+
+// measureFollows runs one follow run after each number of new invoices
+// and counts its requests to the invoice list.
+func (l *lane) measureFollows(ctx context.Context) error {
+	total := l.n
+	for _, added := range addedByFollow {
+		l.sim.AddInvoices(added)
+		total += added
+		l.sim.ResetRequests()
+		secs, err := runErpsync(ctx, followTimeout, l.binary, l.env, "sync", "--follow", "invoices")
+		if err != nil {
+			return fmt.Errorf("the follow run after %d new invoices: %w", added, err)
+		}
+		f := followRun{added: added, requests: l.sim.RequestCount(invoicesPath), secs: secs}
+		if err := l.pool.QueryRow(ctx, `SELECT coalesce(last_follow_swept, '') FROM erp.sync_follow WHERE stream = 'invoices'`).Scan(&f.swept); err != nil {
+			return fmt.Errorf("reading the follow run: %w", err)
+		}
+		if err := l.holds(ctx, total); err != nil {
+			return fmt.Errorf("after a follow run with %d new invoices: %w", added, err)
+		}
+		l.follows = append(l.follows, f)
+	}
+	return nil
+}
+
+// startDaemon starts `erpsync run` following the invoices on o.Follow
+// (its sweeps too far off to come), and waits for its first follow run.
+func (l *lane) startDaemon(ctx context.Context, o FreshnessOptions) error {
+	var since time.Time
+	if err := l.pool.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
+		return err
+	}
+	env := append(slices.Clone(l.env), "ERPSYNC_STREAMS=invoices",
+		"ERPSYNC_SCHEDULE=@every "+every(o.Follow), "ERPSYNC_SWEEP_SCHEDULE=@every "+every(farSweeps),
+		"ERPSYNC_HTTP_ADDR=127.0.0.1:0")
+	p, err := startErpsync(ctx, l.binary, env, "run")
+	if err != nil {
+		return err
+	}
+	l.daemon = p
+	return l.waitFor(ctx, 2*o.Follow+time.Minute, "the daemon's first follow run", func() (bool, error) {
+		var followed bool
+		err := l.pool.QueryRow(ctx, `SELECT coalesce(bool_or(last_follow_at > $1), false) FROM erp.sync_follow WHERE stream = 'invoices'`, since).Scan(&followed)
+		return followed, err
+	})
+}
+
+// farSweeps is the daemon's sweep schedule: none comes during a report.
+const farSweeps = 8760 * time.Hour
+
+// waitFor polls cond until it holds, the daemon exits or timeout passes.
+func (l *lane) waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if err := l.daemon.exited(); err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waited %s for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// measureOutside issues new invoices while the daemon follows and no
+// sweep runs, and counts the daemon's requests meanwhile.
+func (l *lane) measureOutside(ctx context.Context, o FreshnessOptions) error {
+	l.sim.ResetRequests()
+	start := time.Now()
+	var err error
+	l.outside, err = l.issue(ctx, o, l.daemon.exited)
+	l.daemonWindow = time.Since(start)
+	l.daemonAll, l.daemonList = len(l.sim.Requests()), l.sim.RequestCount(invoicesPath)
+	return err
+}
+
+// measureDuring issues new invoices while complete sweeps run back to
+// back (`erpsync sync invoices`, beside the daemon, as a cron job would),
+// then stops them, and times a sweep.
+func (l *lane) measureDuring(ctx context.Context, o FreshnessOptions) error {
+	sw := l.sweepBackToBack(ctx)
+	defer sw.stop()
+	const progress = `SELECT pages, extract(epoch FROM now() - sweep_started_at)::float8 FROM erp.sync_checkpoints
+WHERE stream = 'invoices' AND sweep_id IS NOT NULL`
+	var pages int64
+	var elapsed float64
+	read := func() (bool, error) {
+		err := l.pool.QueryRow(ctx, progress).Scan(&pages, &elapsed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return sw.completions() > 0, sw.failure()
+		}
+		return pages > 0, err
+	}
+	if err := l.waitFor(ctx, 2*time.Minute, "a complete sweep to commit its first page", read); err != nil {
+		return err
+	}
+	var err error
+	l.during, err = l.issue(ctx, o, func() error {
+		return errors.Join(l.daemon.exited(), sw.failure())
+	})
+	if err != nil {
+		return err
+	}
+	pages, elapsed = 0, 0
+	if _, err := read(); err != nil {
+		return err
+	}
+	sw.stop()
+	if err := sw.failure(); err != nil {
+		return err
+	}
+	l.sweep = sw.time(pages, elapsed, l.sweepRequests)
+	if l.sweep.secs == 0 {
+		return fmt.Errorf("no complete sweep completed or committed a page while the invoices were issued")
+	}
+	return nil
+}
+
+// sweeper runs complete sweeps back to back until stopped.
+type sweeper struct {
+	mu        sync.Mutex
+	completed []float64 // seconds of each sweep that completed
+	err       error
+	halt      chan struct{}
+	done      chan struct{}
+	once      sync.Once
+}
+
+func (l *lane) sweepBackToBack(ctx context.Context) *sweeper {
+	s := &sweeper{halt: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			start := time.Now()
+			p, err := startErpsync(ctx, l.binary, l.env, "sync", "invoices")
+			if err != nil {
+				s.fail(err)
+				return
+			}
+			select {
+			case <-p.done:
+				if err := p.failure(); err != nil {
+					s.fail(err)
+					return
+				}
+				s.mu.Lock()
+				s.completed = append(s.completed, time.Since(start).Seconds())
+				s.mu.Unlock()
+			case <-s.halt:
+				p.stop()
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sweeper) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+func (s *sweeper) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *sweeper) completions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.completed)
+}
+
+func (s *sweeper) stop() {
+	s.once.Do(func() { close(s.halt) })
+	<-s.done
+}
+
+// time is a complete sweep's duration: the median of those that
+// completed, else the stopped sweep's pages read over its time, scaled to
+// a sweep's requests.
+func (s *sweeper) time(pages int64, elapsed float64, perSweep int) sweepTime {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.completed) > 0 {
+		return sweepTime{secs: median(s.completed), completed: len(s.completed)}
+	}
+	if pages == 0 {
+		return sweepTime{}
+	}
+	return sweepTime{secs: elapsed * float64(perSweep) / float64(pages), pages: pages, elapsed: elapsed}
+}
+
+// pollEvery is how often the warehouse is asked for the invoices issued.
+const pollEvery = 100 * time.Millisecond
+
+// issue issues o.Samples invoices at random moments over o.Window, one at
+// a time as the ERP's users do, and times each until the warehouse holds
+// it, while alive says the processes measured still run. An invoice not
+// there within o.patience() is counted missing.
+func (l *lane) issue(ctx context.Context, o FreshnessOptions, alive func() error) (samples, error) {
+	at := make([]time.Duration, o.Samples)
+	for i := range at {
+		at[i] = rand.N(o.Window)
+	}
+	slices.Sort(at)
+	type pending struct {
+		id     string
+		issued time.Time
+	}
+	var (
+		s     samples
+		wait  []pending
+		start = time.Now()
+		tick  = time.NewTicker(pollEvery)
+	)
+	defer tick.Stop()
+	for len(at) > 0 || len(wait) > 0 {
+		for len(at) > 0 && time.Since(start) >= at[0] {
+			inv := l.sim.AddInvoices(1)[0]
+			wait = append(wait, pending{strconv.FormatInt(inv.ID, 10), time.Now()})
+			at = at[1:]
+		}
+		if len(wait) > 0 {
+			ids := make([]string, len(wait))
+			for i, p := range wait {
+				ids[i] = p.id
+			}
+			rows, err := l.pool.Query(ctx, `SELECT id FROM erp.invoices WHERE id = ANY($1)`, ids)
+			if err != nil {
+				return s, err
+			}
+			held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return s, err
+			}
+			now := time.Now()
+			wait = slices.DeleteFunc(wait, func(p pending) bool {
+				switch {
+				case slices.Contains(held, p.id):
+					s.secs = append(s.secs, now.Sub(p.issued).Seconds())
+				case now.Sub(p.issued) > o.patience():
+					s.missing++
+				default:
+					return false
+				}
+				return true
+			})
+		}
+		if err := alive(); err != nil {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return s, nil
+}
