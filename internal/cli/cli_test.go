@@ -594,15 +594,25 @@ func TestProgressLineClearedBeforeLog(t *testing.T) {
 // for more than three intervals of its schedule, and held deletions.
 func TestStatusWarns(t *testing.T) {
 	t.Parallel()
+	// invoices: a follow run held an hour against its 30-second schedule.
+	// journal_entries: a complete sweep held an hour against its weekly
+	// one, which is no warning.
 	dbURL := databaseWith(t, `
-INSERT INTO erp.sync_runs (source, stream, status, started_at) VALUES ('default', 'invoices', 'running', now() - interval '1 hour');
+INSERT INTO erp.sync_runs (source, stream, kind, status, started_at) VALUES ('default', 'invoices', 'follow', 'running', now() - interval '1 hour');
+INSERT INTO erp.sync_runs (source, stream, kind, status, started_at) VALUES ('default', 'journal_entries', 'sweep', 'running', now() - interval '1 hour');
 INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_deletions) VALUES ('default', 'cashboxes', now(), 40);`)
 	got := statusField(t, dbURL, "warning")
 	if !strings.Contains(got["invoices"], "running for 1h0m") || !strings.Contains(got["invoices"], "3x its schedule") {
-		t.Errorf("invoices warning %q, want the run held an hour against its 5-minute schedule", got["invoices"])
+		t.Errorf("invoices warning %q, want the follow run held an hour against its 30-second schedule", got["invoices"])
+	}
+	if strings.Contains(got["journal_entries"], "running for") {
+		t.Errorf("journal_entries warning %q, want none for a sweep an hour into its weekly schedule", got["journal_entries"])
 	}
 	if !strings.Contains(got["cashboxes"], "40 deletions held") || !strings.Contains(got["cashboxes"], "--confirm-deletions cashboxes") {
 		t.Errorf("cashboxes warning %q", got["cashboxes"])
+	}
+	if sched := statusField(t, dbURL, "schedules_from")["invoices"]; sched != "the stream's defaults" {
+		t.Errorf("invoices schedules from %q, want the stream's defaults", sched)
 	}
 }
 

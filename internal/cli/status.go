@@ -70,20 +70,32 @@ func cmdStatus(e *command) error {
 func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
 	for i := range st {
 		s := &st[i]
-		interval := time.Duration(0)
+		// The complete sweeps' schedule judges the data's age; a list
+		// that is followed has its follow runs' too, which judges how late
+		// new records are.
+		var sweepEvery, followEvery time.Duration
 		for _, src := range cfg.Sources {
 			if sc, ok := src.Stream(s.Stream); ok && src.Name == s.Source {
-				if sched, err := config.ParseSchedule(sc.Schedule); err == nil {
-					interval = config.Interval(sched, now)
+				s.Schedule, s.SweepSchedule, s.Schedules = sc.Schedule, sc.SweepSchedule, schedulesFrom(sc)
+				sweepEvery = interval(sc.SweepSchedule, now)
+				if sc.SweepSchedule != sc.Schedule {
+					followEvery = interval(sc.Schedule, now)
 				}
 			}
 		}
 		var notes []string
-		if s.LastRunStatus == model.StatusRunning && s.LastRunStarted != nil && model.Overdue(now.Sub(*s.LastRunStarted), interval) {
+		running := sweepEvery
+		if s.LastRunKind == model.KindFollow {
+			running = followEvery
+		}
+		if s.LastRunStatus == model.StatusRunning && s.LastRunStarted != nil && model.Overdue(now.Sub(*s.LastRunStarted), running) {
 			notes = append(notes, fmt.Sprintf("running for %s, more than %dx its schedule", now.Sub(*s.LastRunStarted).Round(time.Second), model.OverdueFactor))
 		}
-		if s.FreshnessSecs != nil && model.Overdue(time.Duration(*s.FreshnessSecs*float64(time.Second)), interval) {
+		if s.FreshnessSecs != nil && model.Overdue(time.Duration(*s.FreshnessSecs*float64(time.Second)), sweepEvery) {
 			notes = append(notes, fmt.Sprintf("data %s old, more than %dx its schedule", (time.Duration(*s.FreshnessSecs)*time.Second).Round(time.Second), model.OverdueFactor))
+		}
+		if followEvery > 0 && s.NewRecordsSecs != nil && model.Overdue(time.Duration(*s.NewRecordsSecs*float64(time.Second)), followEvery) {
+			notes = append(notes, fmt.Sprintf("new records %s late, more than %dx its follow schedule", (time.Duration(*s.NewRecordsSecs)*time.Second).Round(time.Second), model.OverdueFactor))
 		}
 		if s.HeldDeletions > 0 {
 			notes = append(notes, fmt.Sprintf("%d deletions held: erpsync sync --confirm-deletions %s, if they are real", s.HeldDeletions, s.Stream))
@@ -95,13 +107,33 @@ func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
 	}
 }
 
+// interval is the time between two runs of a schedule (0: none).
+func interval(spec string, now time.Time) time.Duration {
+	sched, err := config.ParseSchedule(spec)
+	if err != nil {
+		return 0
+	}
+	return config.Interval(sched, now)
+}
+
+// schedulesFrom says where a stream's schedules came from.
+func schedulesFrom(sc config.StreamConfig) string {
+	switch {
+	case sc.ScheduleFrom == config.FromDefault && (sc.SweepFrom == config.FromDefault || sc.SweepFrom == config.FromSchedule):
+		return "the stream's defaults"
+	case sc.SweepFrom == config.FromSchedule:
+		return sc.ScheduleFrom
+	}
+	return sc.ScheduleFrom + ", " + sc.SweepFrom
+}
+
 func printStatus(w io.Writer, st []model.StreamStatus) {
 	if len(st) == 0 {
 		fmt.Fprintln(w, "no stream has run yet")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN\tCONTRACT\tLISTS\tORDER\tLAST RUN\tFINISHED\tLAST SWEEP\tFRESHNESS\tSWEEP\tLAST FOLLOW\tLAST ERROR\tWARNING")
+	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN\tCONTRACT\tSCHEDULES\tLISTS\tORDER\tLAST RUN\tFINISHED\tLAST SWEEP\tFRESHNESS\tSWEEP\tLAST FOLLOW\tLAST ERROR\tWARNING")
 	for _, s := range st {
 		sweep := "idle"
 		if s.SweepInProgress {
@@ -115,11 +147,24 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 		if s.FollowSwept != "" {
 			follow += " (swept: " + s.FollowSwept + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(s.Login), dash(s.Contract),
-			listScope(s.ListScope), dash(s.ListOrder), dash(string(s.LastRunStatus)), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweep,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(s.Login), dash(s.Contract),
+			schedules(s), listScope(s.ListScope), dash(s.ListOrder), dash(string(s.LastRunStatus)), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweep,
 			follow, dash(oneLine(s.LastError, 80)), dash(s.Warning))
 	}
 	tw.Flush()
+}
+
+// schedules says when a stream runs and where that came from: "@every
+// 30s / @every 168h (the stream's defaults)" for a list that is followed.
+func schedules(s model.StreamStatus) string {
+	if s.Schedule == "" {
+		return "-"
+	}
+	out := s.Schedule
+	if s.SweepSchedule != "" && s.SweepSchedule != s.Schedule {
+		out = "follow " + s.Schedule + ", sweep " + s.SweepSchedule
+	}
+	return out + " (" + s.Schedules + ")"
 }
 
 func ts(t *time.Time) string {

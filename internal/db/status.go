@@ -24,13 +24,13 @@ WITH keys AS (
     UNION SELECT DISTINCT source, stream, coalesce(login, '') FROM erp.sync_runs
 ), last AS (
     SELECT DISTINCT ON (source, stream, coalesce(login, '')) source, stream, coalesce(login, '') AS login,
-           status, started_at, finished_at, error, rows_seen
+           status, started_at, finished_at, error, rows_seen, kind
     FROM erp.sync_runs ORDER BY source, stream, coalesce(login, ''), id DESC
 ), ended AS (
     SELECT DISTINCT ON (source, stream, coalesce(login, '')) source, stream, coalesce(login, '') AS login, status, error
     FROM erp.sync_runs WHERE status <> $2 ORDER BY source, stream, coalesce(login, ''), id DESC
 )
-SELECT k.source, k.stream, k.login, coalesce(l.status, ''), l.started_at, l.finished_at,
+SELECT k.source, k.stream, k.login, coalesce(l.status, ''), coalesce(l.kind, ''), l.started_at, l.finished_at,
        coalesce(CASE WHEN e.status = $1 THEN e.error END, ''),
        f.last_sweep_completed_at, extract(epoch FROM f.age)::float8,
        coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0),
@@ -54,7 +54,7 @@ func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.StreamStatus, error) {
 		var s model.StreamStatus
-		err := r.Scan(&s.Source, &s.Stream, &s.Login, &s.LastRunStatus, &s.LastRunStarted, &s.LastRunFinished, &s.LastError,
+		err := r.Scan(&s.Source, &s.Stream, &s.Login, &s.LastRunStatus, &s.LastRunKind, &s.LastRunStarted, &s.LastRunFinished, &s.LastError,
 			&s.LastSuccess, &s.FreshnessSecs, &s.SweepInProgress, &s.SweepPages, &s.SweepRows,
 			&s.LastSweepRows, &s.Rows, &s.HeldDeletions, &s.StreamWarning, &s.ListScope,
 			&s.ListOrder, &s.LastFollow, &s.NewRecordsSecs, &s.FollowSwept)

@@ -15,6 +15,7 @@ type StreamStatus struct {
 	// reviewed, unreviewed, or not stated.
 	Contract        string     `json:"contract,omitempty"`
 	LastRunStatus   RunStatus  `json:"last_run_status,omitempty"`
+	LastRunKind     RunKind    `json:"last_run_kind,omitempty"`
 	LastRunStarted  *time.Time `json:"last_run_started,omitempty"`
 	LastRunFinished *time.Time `json:"last_run_finished,omitempty"`
 	LastError       string     `json:"last_error,omitempty"`
@@ -32,6 +33,13 @@ type StreamStatus struct {
 	// ListScope is what the login's sweeps showed of the lists: "branch",
 	// "company" (every login of the company reads every record), or "".
 	ListScope string `json:"list_scope,omitempty"`
+	// Schedule and SweepSchedule are when the stream runs (for a list
+	// that is followed, its follow runs and its complete sweeps), and
+	// Schedules says where they came from: the stream's defaults, or the
+	// settings that gave them.
+	Schedule      string `json:"schedule,omitempty"`
+	SweepSchedule string `json:"sweep_schedule,omitempty"`
+	Schedules     string `json:"schedules_from,omitempty"`
 	// ListOrder is the order the login's last two complete sweeps agree
 	// the list's ids come in ("ascending", "descending", "unordered"; ""
 	// when they do not say): a paged list is followed in a strict order.
