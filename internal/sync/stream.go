@@ -1,10 +1,16 @@
 // Package sync moves records from an ERP into the warehouse. A Stream
 // says what to read and where it goes; this package supplies what every
-// stream shares: the run (its lock, bookkeeping and panic guard), sweeps
-// of list routes (a page source that fetches ahead, a committer that
-// writes pages singly or in groups), and one transaction bookkeeping
-// (checkpoint, deletions, rejected records, drift, counters) that every
-// write ends with.
+// stream shares: the run (its lock, bookkeeping and panic guard), the walk
+// of a list route (a page source that fetches ahead, a committer that
+// writes pages singly or in groups) under one of two policies, a complete
+// sweep or a follow run of what is new, the steps of every other stream,
+// and one transaction bookkeeping (checkpoint, deletions, rejected
+// records, drift, counters) that every write ends with.
+//
+// The package keeps the name sync although the standard library has one:
+// it is what the product calls the work (erpsync sync, a sync run), and
+// what operators read in traces and logs. Where both meet, the standard
+// library's is imported as gosync.
 package sync
 
 import (
