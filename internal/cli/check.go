@@ -53,7 +53,7 @@ func cmdCheck(e *command) error {
 				schemaErr = err
 				fail("database", err)
 			} else {
-				fmt.Fprintf(e.stdout, "ok    database: schema at version %d, this binary needs %d: `erpsync run` will migrate it (as role %s)\n", cur, target, role)
+				fmt.Fprintf(e.stdout, "ok    database: schema at version %d, this binary needs %d: `erpsync run` or `erpsync sync` will migrate it (as role %s)\n", cur, target, role)
 			}
 		default:
 			schemaErr = &db.SchemaError{Current: cur, Target: target}

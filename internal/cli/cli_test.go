@@ -675,13 +675,13 @@ func TestSchemaToMigrate(t *testing.T) {
 		wants []string
 	}{
 		{"check, run will migrate", erpEnv(simURL, dbURL, goodPassword), []string{"check"}, exitOK,
-			[]string{"ok    database: schema at version 0, this binary needs", "`erpsync run` will migrate it (as role "}},
+			[]string{"ok    database: schema at version 0, this binary needs", "`erpsync run` or `erpsync sync` will migrate it (as role "}},
 		{"check, auto-migrate off", erpEnv(simURL, dbURL, goodPassword, "ERPSYNC_AUTO_MIGRATE=false"), []string{"check"}, exitUsage,
 			[]string{"FAIL  database: the schema is not there yet: run `erpsync migrate`"}},
 		{"check as the runtime role", erpEnv(simURL, runtimeURL, goodPassword), []string{"check"}, exitUsage,
 			[]string{"FAIL  database: the schema is not there yet, and role erpsync_t_role_", "may not create schema erp", ownerHint}},
 		{"check as the runtime role, the owner's URL given", erpEnv(simURL, runtimeURL, goodPassword, "ERPSYNC_MIGRATE_DATABASE_URL="+dbURL), []string{"check"}, exitOK,
-			[]string{"`erpsync run` will migrate it (as role "}},
+			[]string{"`erpsync run` or `erpsync sync` will migrate it (as role "}},
 		{"sync as the runtime role", erpEnv(simURL, runtimeURL, goodPassword), []string{"sync"}, exitUsage, []string{ownerHint}},
 		{"run as the runtime role", erpEnv(simURL, runtimeURL, goodPassword, "ERPSYNC_HTTP_ADDR=127.0.0.1:0"), []string{"run"}, exitUsage, []string{ownerHint}},
 	}
