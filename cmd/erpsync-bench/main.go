@@ -31,12 +31,10 @@ func main() {
 		return
 	}
 	o := bench.Options{AdminURL: adminURL()}
-	fs := flag.NewFlagSet("erpsync-bench", flag.ExitOnError)
-	binary := fs.String("binary", "bin/erpsync", "the erpsync `binary` to measure")
+	fs, binary := reportFlags("erpsync-bench", &o.PageSize, 1000)
 	fs.IntVar(&o.Invoices, "invoices", 1000000, "invoices to sync")
 	fs.IntVar(&o.Baseline, "baseline-invoices", 10000, "invoices of the row-by-row baselines")
 	fs.IntVar(&o.Runs, "runs", 3, "runs; the report gives medians")
-	fs.IntVar(&o.PageSize, "page-size", 1000, "invoices per page")
 	fs.IntVar(&o.Prefetch, "prefetch", 1, "pages fetched ahead of the page being written")
 	fs.BoolVar(&o.Panels, "panels", true, "the panel report: the dashboard's invoice panels as each login, against a typed copy (after the first run)")
 	fs.StringVar(&o.Dashboard, "dashboard", "deploy/grafana/warehouse.json", "the `dashboard` of the panel report")
@@ -44,10 +42,10 @@ func main() {
 	fs.BoolVar(&o.Explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of every panel query that misses a goal, as that login")
 	checkGoals := fs.Bool("check-goals", true, "exit 1 when a goal is missed (false: the report only)")
 	fs.Parse(os.Args[1:])
-	o.Binary = binaryPath(*binary)
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	err := bench.Run(ctx, o, os.Stdout)
+	err := measure(*binary, func(ctx context.Context, binary string) error {
+		o.Binary = binary
+		return bench.Run(ctx, o, os.Stdout)
+	})
 	var missed *bench.GoalsMissed
 	if errors.As(err, &missed) && !*checkGoals {
 		return
@@ -62,10 +60,8 @@ func main() {
 // naming it.
 func freshness(args []string) {
 	o := bench.FreshnessOptions{AdminURL: adminURL()}
-	fs := flag.NewFlagSet("erpsync-bench freshness", flag.ExitOnError)
-	binary := fs.String("binary", "bin/erpsync", "the erpsync `binary` to measure")
+	fs, binary := reportFlags("erpsync-bench freshness", &o.PageSize, 100)
 	sizes := fs.String("invoices", "100000,1000000", "invoices of the simulator, a report for each (`list` separated by commas)")
-	fs.IntVar(&o.PageSize, "page-size", 100, "invoices per page: the simulator's cap and the page_size asked")
 	fs.DurationVar(&o.Latency, "latency", 0, "of each ERP answer once the warehouse is loaded (default 100ms)")
 	fs.DurationVar(&o.Follow, "follow", 0, "the daemon's follow schedule, @every this (default the stream's, 30s)")
 	fs.IntVar(&o.Samples, "samples", 0, "new invoices per shape outside sweeps, and as many during sweeps (default 10)")
@@ -80,10 +76,11 @@ func freshness(args []string) {
 		}
 		o.Sizes = append(o.Sizes, n)
 	}
-	o.Binary = binaryPath(*binary)
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if err := bench.Freshness(ctx, o, os.Stdout); err != nil {
+	err := measure(*binary, func(ctx context.Context, binary string) error {
+		o.Binary = binary
+		return bench.Freshness(ctx, o, os.Stdout)
+	})
+	if err != nil {
 		var missed *bench.GoalsMissed
 		if errors.As(err, &missed) {
 			fmt.Fprintf(os.Stderr, "erpsync-bench freshness: %d goal(s) missed:\n", len(missed.Misses))
@@ -95,6 +92,25 @@ func freshness(args []string) {
 		}
 		os.Exit(1)
 	}
+}
+
+// reportFlags are the flags both reports take: the binary to measure, and
+// the page size (the simulator's cap and the page_size asked), with the
+// report's default.
+func reportFlags(name string, pageSize *int, defaultPageSize int) (fs *flag.FlagSet, binary *string) {
+	fs = flag.NewFlagSet(name, flag.ExitOnError)
+	binary = fs.String("binary", "bin/erpsync", "the erpsync `binary` to measure")
+	fs.IntVar(pageSize, "page-size", defaultPageSize, "invoices per page: the simulator's cap and the page_size asked")
+	return fs, binary
+}
+
+// measure runs a report on the binary to measure (absolute) until SIGINT
+// or SIGTERM.
+func measure(binary string, report func(ctx context.Context, binary string) error) error {
+	bin := binaryPath(binary)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	return report(ctx, bin)
 }
 
 // adminURL is the server where the reports create their databases.

@@ -249,6 +249,20 @@ func openPool(ctx context.Context, cfg config.Config, maxConns int) (*pgxpool.Po
 	return db.Open(ctx, cfg.DatabaseURL.Value(), db.WithMaxConns(maxConns), dbLimits(cfg))
 }
 
+// openReader opens a pool of one connection for a command that reads the
+// warehouse, once its schema is the one this binary needs.
+func openReader(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, cfg, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.CheckSchema(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
 func dbLimits(cfg config.Config) db.Option {
 	d := cfg.Database
 	return db.WithLimits(d.LockTimeout, d.StatementTimeout, d.IdleInTxTimeout)

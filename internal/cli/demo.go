@@ -17,7 +17,6 @@ import (
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
-	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // demoAdminURL is the local Postgres the demo creates its database on
@@ -38,13 +37,11 @@ func cmdDemo(e *command) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
-	tr, err := startTraces(cfg, log)
+	stopper, done, err := startForeground(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer tr.flush()
-	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log, tr.stopBegins)
-	defer cancel()
+	defer done()
 	ctx, stop := stopper.Context(), stopper.Draining()
 
 	defaulted := cfg.DatabaseURL == ""
@@ -80,13 +77,13 @@ func cmdDemo(e *command) error {
 		PageSize: 500, Timeout: 30 * time.Second, MaxConcurrentRequests: config.DefaultMaxConcurrentRequests,
 		Streams: e.coreStreams(),
 	}}
-	pools, err := openPools(ctx, cfg, 1, log)
+	runner, pools, err := openRunner(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer pools.Close()
 	pool := pools.Service
-	runner := &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: log, Prefetch: 1}
+	runner.Prefetch = 1
 
 	fmt.Fprintf(e.stdout, "erpsync demo: simulated ERP at %s with %d invoices\n\n", cfg.Sources[0].BaseURL, *invoices)
 	// Each demo serves an ERP of its own under the one source "demo": what

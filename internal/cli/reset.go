@@ -84,12 +84,11 @@ func cmdReset(e *command) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	pools, err := openPools(ctx, cfg, 1, log)
+	runner, pools, err := openRunner(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer pools.Close()
-	runner := &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: log}
 	failed := 0
 	for _, j := range jobs {
 		for _, res := range runner.Reset(ctx, j.target, j.stream) {

@@ -30,14 +30,11 @@ func cmdStatus(e *command) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	pool, err := openPool(ctx, cfg, 1)
+	pool, err := openReader(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := db.CheckSchema(ctx, pool); err != nil {
-		return err
-	}
 	st, err := db.LoadStatus(ctx, pool)
 	if err != nil {
 		return err

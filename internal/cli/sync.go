@@ -73,22 +73,42 @@ func cmdSync(e *command) error {
 	}
 	log := newLogger(cfg, e.term)
 	warnHistoryOff(cfg, log)
-	tr, err := startTraces(cfg, log)
+	stopper, done, err := startForeground(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer tr.flush()
-	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log, tr.stopBegins)
-	defer cancel()
+	defer done()
 	ctx := stopper.Context()
-	// Streams run one after the other: one run at a time.
-	pools, err := openPools(ctx, cfg, 1, log)
+	runner, pools, err := openRunner(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer pools.Close()
-	runner := &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: log, Prefetch: *prefetch, ConfirmDeletions: *confirm}
+	runner.Prefetch, runner.ConfirmDeletions = *prefetch, *confirm
 	return e.syncOnce(ctx, stopper.Draining(), runner, *follow, cfg, e.positional())
+}
+
+// startForeground starts what a command that runs streams in the
+// foreground needs: its traces, and a stopper on SIGINT and SIGTERM (see
+// stopOnSignals). done stops both.
+func startForeground(cfg config.Config, log *slog.Logger) (stopper *sync.Stopper, done func(), err error) {
+	tr, err := startTraces(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log, tr.stopBegins)
+	return stopper, func() { cancel(); tr.flush() }, nil
+}
+
+// openRunner opens the pools of a command whose streams run one after
+// the other (one run at a time), and a runner on them; the caller closes
+// the pools.
+func openRunner(ctx context.Context, cfg config.Config, log *slog.Logger) (*sync.Runner, *db.Pools, error) {
+	pools, err := openPools(ctx, cfg, 1, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: log}, pools, nil
 }
 
 // syncOnce runs the named (or enabled) streams of every source one after

@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/sync"
 )
@@ -37,14 +36,11 @@ func cmdVerify(e *command) error {
 	log := newLogger(cfg, e.term)
 	ctx, cancel := signalContext()
 	defer cancel()
-	pool, err := openPool(ctx, cfg, 1)
+	pool, err := openReader(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := db.CheckSchema(ctx, pool); err != nil {
-		return err
-	}
 	var reports []sync.VerifyReport
 	for _, src := range cfg.Sources {
 		streams, _ := e.streamsFor(src, e.positional())

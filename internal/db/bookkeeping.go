@@ -3,9 +3,10 @@ package db
 import (
 	"context"
 	"crypto/sha256"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // Rejected is a record that could not be used.
@@ -15,11 +16,11 @@ type Rejected struct {
 	Record   []byte // as received
 }
 
-// QueueInsertRejected queues the storing of rejected records with their
+// queueInsertRejected queues the storing of rejected records with their
 // reason and raw bytes (bytea: they may not be valid text). A record
 // rejected before with the same bytes is not stored again: its row's
 // last_seen, count, run and reason are updated.
-func QueueInsertRejected(b *pgx.Batch, source, stream string, runID int64, recs []Rejected) {
+func queueInsertRejected(b *pgx.Batch, source, stream string, runID int64, recs []Rejected) {
 	if len(recs) == 0 {
 		return
 	}
@@ -36,8 +37,8 @@ func QueueInsertRejected(b *pgx.Batch, source, stream string, runID int64, recs 
 			continue
 		}
 		at[h] = len(hashes)
-		ids = append(ids, SafeText(r.RecordID, MaxKeyBytes))
-		reasons = append(reasons, SafeText(r.Reason, 1000))
+		ids = append(ids, safeText(r.RecordID, maxKeyBytes))
+		reasons = append(reasons, safeText(r.Reason, 1000))
 		records, hashes, counts = append(records, r.Record), append(hashes, h[:]), append(counts, 1)
 	}
 	b.Queue(`
@@ -56,9 +57,9 @@ type Drift struct {
 	Count                          int64
 }
 
-// QueueRecordDrift queues the adding of a page's drift counts to
+// queueRecordDrift queues the adding of a page's drift counts to
 // erp.schema_drift.
-func QueueRecordDrift(b *pgx.Batch, source, stream string, drift []Drift) {
+func queueRecordDrift(b *pgx.Batch, source, stream string, drift []Drift) {
 	if len(drift) == 0 {
 		return
 	}
@@ -68,7 +69,7 @@ func QueueRecordDrift(b *pgx.Batch, source, stream string, drift []Drift) {
 	// short enough for the table's key.
 	at := map[[3]string]int{}
 	for _, d := range drift {
-		k := [3]string{SafeText(d.Field, 200), d.Change, SafeText(d.Detail, 200)}
+		k := [3]string{safeText(d.Field, 200), d.Change, safeText(d.Detail, 200)}
 		if i, dup := at[k]; dup { // distinct fields may meet once cut
 			counts[i] += d.Count
 			continue
@@ -77,7 +78,7 @@ func QueueRecordDrift(b *pgx.Batch, source, stream string, drift []Drift) {
 		fields = append(fields, k[0])
 		changes = append(changes, k[1])
 		details = append(details, k[2])
-		examples = append(examples, SafeText(d.Example, 200))
+		examples = append(examples, safeText(d.Example, 200))
 		counts = append(counts, d.Count)
 	}
 	b.Queue(`
@@ -89,30 +90,28 @@ ON CONFLICT (source, stream, field, change, detail) DO UPDATE SET
 		source, stream, fields, changes, details, examples, counts)
 }
 
-// RecordCurrencyRates keeps erp.currency_rates in step with the
-// currencies of ids, as they now are in erp.currencies: it closes the open
-// period of every currency whose rate changed and opens a new one (also
-// for a currency seen for the first time). It runs in the transaction
-// that wrote them and returns the periods opened.
-func RecordCurrencyRates(ctx context.Context, tx pgx.Tx, source string, ids []string) (int64, error) {
-	// Two statements, not one CTE: the parts of a CTE run in no fixed
-	// order, and the unique index on open periods needs the close first.
-	_, err := tx.Exec(ctx, `
-UPDATE erp.currency_rates r SET valid_to = now()
-FROM erp.currencies c
-WHERE c.source = $1 AND c.id = ANY ($2::text[]) AND r.source = c.source AND r.currency_id = c.id
-  AND r.valid_to IS NULL AND r.rate <> c.exchange_rate`, source, ids)
-	if err != nil {
-		return 0, fmt.Errorf("closing changed currency rates: %w", Describe(err))
+// Bookkeeping is what every transaction of a run records besides its rows
+// and the statements of its walk: the records it rejected and the drift it
+// counted.
+type Bookkeeping struct {
+	Key      model.Key
+	Run      int64 // erp.sync_runs.id
+	Rejected []Rejected
+	Drift    []Drift
+	// NoFlush lets the commit return before its WAL reaches the disk
+	// (synchronous_commit off, for this transaction only): only for a
+	// transaction whose loss a Postgres crash may cost without harm (see
+	// the caller).
+	NoFlush bool
+}
+
+// SendBookkeeping queues bk after the statements b holds, and runs them
+// all in tx in one round trip; it returns the first error.
+func SendBookkeeping(ctx context.Context, tx pgx.Tx, b *pgx.Batch, bk Bookkeeping) error {
+	queueInsertRejected(b, bk.Key.Source, bk.Key.Stream, bk.Run, bk.Rejected)
+	queueRecordDrift(b, bk.Key.Source, bk.Key.Stream, bk.Drift)
+	if bk.NoFlush {
+		b.Queue(`SET LOCAL synchronous_commit = off`)
 	}
-	tag, err := tx.Exec(ctx, `
-INSERT INTO erp.currency_rates (source, currency_id, code, rate, valid_from)
-SELECT c.source, c.id, c.code, c.exchange_rate, now() FROM erp.currencies c
-WHERE c.source = $1 AND c.id = ANY ($2::text[]) AND c.exchange_rate IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM erp.currency_rates r
-                  WHERE r.source = c.source AND r.currency_id = c.id AND r.valid_to IS NULL)`, source, ids)
-	if err != nil {
-		return 0, fmt.Errorf("opening currency rates: %w", Describe(err))
-	}
-	return tag.RowsAffected(), nil
+	return sendBatch(ctx, tx, b, "recording the pages")
 }

@@ -2,32 +2,20 @@ package db
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/erpsync/erpsync/internal/model"
 )
-
-// StreamKey names what a checkpoint is of: a stream of a source, read
-// through one login.
-type StreamKey struct {
-	Source, Stream, Login string
-}
-
-func (k StreamKey) String() string {
-	if k.Login == "" {
-		return k.Source + "/" + k.Stream
-	}
-	return k.Source + "/" + k.Stream + " (" + k.Login + ")"
-}
 
 // Checkpoint is where a (source, stream, login) stands. SweepID is 0 when
 // no sweep is in progress.
 type Checkpoint struct {
-	Key           StreamKey
+	Key           model.Key
 	SweepID       int64
 	SweepStarted  time.Time
 	Cursor        string
@@ -53,11 +41,11 @@ type Held struct {
 	Since  time.Time // when the first of them did
 }
 
-// ClaimLegacyCheckpoint hands a checkpoint written before logins (its
-// login empty) to the first login of its source that runs the stream, unless that
-// login has one of its own: an upgrade then resumes the sweep, keeps the
-// held deletion and the freshness.
-func ClaimLegacyCheckpoint(ctx context.Context, q Querier, k StreamKey) error {
+// claimLegacyCheckpoint hands a checkpoint written before logins (its
+// login empty) to the first login of its source that runs the stream,
+// unless that login has one of its own: an upgrade then resumes the
+// sweep, keeps the held deletion and the freshness.
+func claimLegacyCheckpoint(ctx context.Context, q Querier, k model.Key) error {
 	_, err := q.Exec(ctx, `
 UPDATE erp.sync_checkpoints SET login = $3
 WHERE source = $1 AND stream = $2 AND login = '' AND $3 <> ''
@@ -69,7 +57,7 @@ WHERE source = $1 AND stream = $2 AND login = '' AND $3 <> ''
 }
 
 // LoadCheckpoint returns the checkpoint, or a zero one for a new stream.
-func LoadCheckpoint(ctx context.Context, q Querier, k StreamKey) (Checkpoint, error) {
+func LoadCheckpoint(ctx context.Context, q Querier, k model.Key) (Checkpoint, error) {
 	cp := Checkpoint{Key: k}
 	var sweepID, lastSweep *int64
 	var started, completed, heldSince *time.Time
@@ -94,14 +82,6 @@ FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.S
 	cp.Held.Since = deref(heldSince)
 	cp.Order, cp.LastID, cp.MaxKey, cp.FollowedKey = deref(order), deref(lastID), deref(maxKey), deref(followed)
 	return cp, nil
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 // LastCompleted returns, by login, when each login's reading of a stream
@@ -130,12 +110,26 @@ func loginTimes(ctx context.Context, q Querier, query, source, stream, what stri
 	return out, nil
 }
 
-// StartSweep begins a new sweep from the first page and returns it.
-// bulkLoad says the table holds no row of the source (Table.HasRows).
-func StartSweep(ctx context.Context, q Querier, k StreamKey, bulkLoad bool) (Checkpoint, error) {
+// StartSweep begins a new sweep of was.Key from the first page and
+// returns it. The sweep was has in progress, if any, is forgotten (see
+// abandonSweep: it marks nothing). The new sweep is a bulk load when t
+// holds no row of the key's source: every row there when it completes is
+// one it wrote.
+func StartSweep(ctx context.Context, q Querier, was Checkpoint, t *Table) (Checkpoint, error) {
+	k := was.Key
+	has, err := t.hasRows(ctx, q, k.Source)
+	if err != nil {
+		return Checkpoint{Key: k}, err
+	}
+	if was.SweepID != 0 {
+		if err := abandonSweep(ctx, q, was.SweepID); err != nil {
+			return Checkpoint{Key: k}, err
+		}
+	}
+	bulkLoad := !has
 	cp := Checkpoint{Key: k, BulkLoad: bulkLoad}
 	var heldSince *time.Time
-	err := q.QueryRow(ctx, `
+	err = q.QueryRow(ctx, `
 INSERT INTO erp.sync_checkpoints AS c (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load,
     sweep_followed_key, updated_at)
 VALUES ($1, $2, $4, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3,
@@ -155,24 +149,11 @@ RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions
 	return cp, nil
 }
 
-// AbandonSweep forgets a sweep that cannot continue (its cursor was
-// refused), or that completed: its seen-list and page bounds; nothing is
-// marked deleted.
-func AbandonSweep(ctx context.Context, q Querier, sweepID int64) error {
-	if _, err := q.Exec(ctx, `DELETE FROM erp.sweep_seen WHERE sweep_id = $1`, sweepID); err != nil {
-		return fmt.Errorf("abandoning sweep %d: %w", sweepID, Describe(err))
-	}
-	if _, err := q.Exec(ctx, `DELETE FROM erp.sweep_bounds WHERE sweep_id = $1`, sweepID); err != nil {
-		return fmt.Errorf("abandoning sweep %d: %w", sweepID, Describe(err))
-	}
-	return nil
-}
-
-// QueueAdvanceCheckpoint queues, in the pages' transaction, the record of
+// queueAdvanceCheckpoint queues, in the pages' transaction, the record of
 // committed pages: the cursor of the next page, the counters, and what the
 // sweep learnt of the list (next's Order, LastID and MaxKey). cp becomes
 // next when the batch runs.
-func QueueAdvanceCheckpoint(b *pgx.Batch, cp *Checkpoint, next Checkpoint, pages, rows int64) {
+func queueAdvanceCheckpoint(b *pgx.Batch, cp *Checkpoint, next Checkpoint, pages, rows int64) {
 	b.Queue(`
 UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + $5, rows = rows + $6, sweep_order = nullif($8, ''),
     sweep_last_id = nullif($9, ''), sweep_max_key = nullif($10, ''), updated_at = now()
@@ -189,43 +170,23 @@ WHERE source = $1 AND stream = $2 AND login = $7 AND sweep_id = $3`,
 		})
 }
 
-// Now is the warehouse's time: rows' synced_at are in its clock.
-func Now(ctx context.Context, q Querier) (time.Time, error) {
-	var t time.Time
-	if err := q.QueryRow(ctx, `SELECT now()`).Scan(&t); err != nil {
-		return t, fmt.Errorf("reading the time: %w", Describe(err))
-	}
-	return t, nil
-}
-
-// SendBatch runs, in one round trip, the statements the Queue* functions
-// queued in tx, and returns the first error.
-func SendBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, what string) error {
-	if b.Len() == 0 {
-		return nil
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("%s: %w", what, Describe(err))
-	}
-	return nil
-}
-
-// SeenIntact reports whether sweep_seen still holds every id the sweep
-// wrote (one per row of each page). Postgres empties UNLOGGED tables after a crash; a sweep that
-// lived through one must not mark rows deleted from a partial list.
-func SeenIntact(ctx context.Context, q Querier, cp Checkpoint) (bool, error) {
-	var n int64
-	if err := q.QueryRow(ctx, `SELECT count(*) FROM erp.sweep_seen WHERE sweep_id = $1`, cp.SweepID).Scan(&n); err != nil {
-		return false, fmt.Errorf("counting sweep_seen: %w", Describe(err))
-	}
-	return n == cp.Rows, nil
-}
-
 // CompleteSweep closes the sweep in the transaction of its last page and
 // returns the time it completed: the data of the stream is as fresh as
-// that (see MarkComplete for streams without sweeps).
-func CompleteSweep(ctx context.Context, q Querier, cp Checkpoint) (time.Time, error) {
+// that (see MarkComplete for streams without sweeps). It records what the
+// sweep showed of the lists (see setListScope), and keeps the page
+// digests of this sweep for the next (keepDigests), or of none.
+func CompleteSweep(ctx context.Context, q Querier, cp Checkpoint, listScope string, keepDigests bool) (time.Time, error) {
 	var at time.Time
+	keep := int64(0)
+	if keepDigests {
+		keep = cp.SweepID
+	}
+	if err := forgetPageDigests(ctx, q, cp.Key, keep); err != nil {
+		return at, err
+	}
+	if err := setListScope(ctx, q, cp.Key, listScope); err != nil {
+		return at, err
+	}
 	if err := q.QueryRow(ctx, `
 UPDATE erp.sync_checkpoints SET sweep_id = NULL, cursor = NULL, last_sweep_id = sweep_id,
     last_sweep_started_at = sweep_started_at, last_sweep_completed_at = now(),
@@ -234,14 +195,14 @@ WHERE source = $1 AND stream = $2 AND login = $4 AND sweep_id = $3
 RETURNING last_sweep_completed_at`, cp.Key.Source, cp.Key.Stream, cp.SweepID, cp.Key.Login).Scan(&at); err != nil {
 		return at, fmt.Errorf("completing sweep: %w", Describe(err))
 	}
-	return at, AbandonSweep(ctx, q, cp.SweepID)
+	return at, abandonSweep(ctx, q, cp.SweepID)
 }
 
 // MarkComplete records that a stream without sweeps (a snapshot, or one
 // request per document) read everything it had to: its data is as fresh
 // as the returned time. It is the same column a completed sweep sets, so
 // freshness has one definition for every stream.
-func MarkComplete(ctx context.Context, q Querier, k StreamKey) (time.Time, error) {
+func MarkComplete(ctx context.Context, q Querier, k model.Key) (time.Time, error) {
 	var at time.Time
 	err := q.QueryRow(ctx, `
 INSERT INTO erp.sync_checkpoints AS c (source, stream, login, last_sweep_completed_at, updated_at)
@@ -256,22 +217,22 @@ RETURNING last_sweep_completed_at`, k.Source, k.Stream, k.Login).Scan(&at)
 
 // SetWarning records what an operator should know of the login's last
 // run of a stream ("" clears it): erpsync status shows it.
-func SetWarning(ctx context.Context, q Querier, k StreamKey, warning string) error {
+func SetWarning(ctx context.Context, q Querier, k model.Key, warning string) error {
 	_, err := q.Exec(ctx, `
 INSERT INTO erp.sync_checkpoints AS c (source, stream, login, warning, updated_at) VALUES ($1, $2, $3, nullif($4, ''), now())
 ON CONFLICT (source, stream, login) DO UPDATE SET warning = nullif($4, ''), updated_at = now()
-WHERE c.warning IS DISTINCT FROM nullif($4, '')`, k.Source, k.Stream, k.Login, SafeText(warning, 2000))
+WHERE c.warning IS DISTINCT FROM nullif($4, '')`, k.Source, k.Stream, k.Login, safeText(warning, 2000))
 	if err != nil {
 		return fmt.Errorf("recording the warning of %s: %w", k, Describe(err))
 	}
 	return nil
 }
 
-// SetListScope records what a complete sweep showed of the stream's lists
+// setListScope records what a complete sweep showed of the stream's lists
 // through the login: "branch" (its branch's records), "company" (the
 // whole company's: a fact of the installation, recorded for every login
 // of the source's stream), "" (it could not tell; what was known stays).
-func SetListScope(ctx context.Context, q Querier, k StreamKey, scope string) error {
+func setListScope(ctx context.Context, q Querier, k model.Key, scope string) error {
 	if scope == "" {
 		return nil
 	}
@@ -284,7 +245,7 @@ AND (login = $3 OR $4 = 'company') AND list_scope IS DISTINCT FROM $4`, k.Source
 
 // SetHeld records the deletion the guard holds for a stream and login, or,
 // with a zero Held, that none is held.
-func SetHeld(ctx context.Context, q Querier, k StreamKey, h Held) error {
+func SetHeld(ctx context.Context, q Querier, k model.Key, h Held) error {
 	var since *time.Time
 	if !h.Since.IsZero() {
 		since = &h.Since
@@ -300,82 +261,40 @@ ON CONFLICT (source, stream, login) DO UPDATE SET held_deletions = $3, held_dige
 	return nil
 }
 
-// SeenDistinct is how many distinct ids a sweep has seen so far.
-func SeenDistinct(ctx context.Context, q Querier, sweepID int64) (int64, error) {
-	var n int64
-	if err := q.QueryRow(ctx, `SELECT count(DISTINCT id) FROM erp.sweep_seen WHERE sweep_id = $1`, sweepID).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting the sweep's ids: %w", Describe(err))
-	}
-	return n, nil
-}
-
-// QueueNoFlush lets the transaction's commit return before its WAL
-// reaches the disk (synchronous_commit off, for this transaction only).
-// Only transactions whose loss a Postgres crash may cost without harm use
-// it: see the caller.
-func QueueNoFlush(b *pgx.Batch) {
-	b.Queue(`SET LOCAL synchronous_commit = off`)
-}
-
-// PageDigest is what one request of a sweep was answered with.
-type PageDigest struct {
-	Request, Answer [sha256.Size]byte
-}
-
-// Answers are the digests of what a sweep's requests were answered with,
-// by the digest of the request.
-type Answers map[[sha256.Size]byte][sha256.Size]byte
-
-// PageDigests returns what each request of a sweep was answered with.
-func PageDigests(ctx context.Context, q Querier, k StreamKey, sweepID int64) (Answers, error) {
-	rows, err := q.Query(ctx, `SELECT request, answer FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $4 AND sweep_id = $3`,
-		k.Source, k.Stream, sweepID, k.Login)
-	if err != nil {
-		return nil, fmt.Errorf("reading page digests: %w", Describe(err))
-	}
-	out := Answers{}
-	var req, ans []byte
-	_, err = pgx.ForEachRow(rows, []any{&req, &ans}, func() error {
-		if len(req) == sha256.Size && len(ans) == sha256.Size {
-			out[[sha256.Size]byte(req)] = [sha256.Size]byte(ans)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading page digests: %w", Describe(err))
-	}
-	return out, nil
-}
-
-// QueueRecordPageDigests queues the record of what requests of a sweep
-// were answered with.
-func QueueRecordPageDigests(b *pgx.Batch, k StreamKey, sweepID int64, pages []PageDigest) {
-	if len(pages) == 0 {
-		return
-	}
-	reqs, answers := make([][]byte, len(pages)), make([][]byte, len(pages))
-	for i := range pages {
-		reqs[i], answers[i] = pages[i].Request[:], pages[i].Answer[:]
-	}
+// ResetStream starts a stream over for a login, keeping every row and
+// every version: it forgets the sweep in progress, the last complete
+// sweep's page digests, the deletion the guard holds, the rows held for a
+// second sweep and how the list is followed (its anchors, its order, a
+// demotion), and records when. The data stay as fresh as they were.
+func ResetStream(ctx context.Context, tx pgx.Tx, k model.Key) error {
+	b := &pgx.Batch{}
+	b.Queue(`DELETE FROM erp.sweep_seen WHERE sweep_id = (SELECT sweep_id FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3)`,
+		k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.sweep_bounds WHERE sweep_id = (SELECT sweep_id FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3)`,
+		k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.sync_follow WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
 	b.Queue(`
-INSERT INTO erp.sweep_pages (source, stream, login, sweep_id, request, answer)
-SELECT $1, $2, $6, $3, u.request, u.answer FROM unnest($4::bytea[], $5::bytea[]) AS u(request, answer)
-ON CONFLICT (source, stream, sweep_id, request) DO UPDATE SET answer = EXCLUDED.answer`,
-		k.Source, k.Stream, sweepID, reqs, answers, k.Login)
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, reset_at, updated_at) VALUES ($1, $2, $3, now(), now())
+ON CONFLICT (source, stream, login) DO UPDATE SET sweep_id = NULL, sweep_started_at = NULL, cursor = NULL, pages = 0, rows = 0,
+    bulk_load = false, last_sweep_id = NULL, held_deletions = 0, held_digest = NULL, held_sweeps = 0, held_since = NULL,
+    sweep_order = NULL, sweep_last_id = NULL, sweep_max_key = NULL, sweep_followed_key = NULL, reset_at = now(), updated_at = now()`,
+		k.Source, k.Stream, k.Login)
+	return sendBatch(ctx, tx, b, "resetting "+k.String())
 }
 
-// ForgetPageDigests drops the page digests of every sweep of the stream
-// and login but keep.
-func ForgetPageDigests(ctx context.Context, q Querier, k StreamKey, keep int64) error {
-	if _, err := q.Exec(ctx, `DELETE FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $4 AND sweep_id <> $3`,
-		k.Source, k.Stream, keep, k.Login); err != nil {
-		return fmt.Errorf("forgetting page digests: %w", Describe(err))
+// ResetSince reports whether the stream was reset for the login since its
+// data were last complete: its next run reads everything again.
+func ResetSince(ctx context.Context, q Querier, k model.Key) (bool, error) {
+	var reset bool
+	err := q.QueryRow(ctx, `SELECT coalesce(reset_at > coalesce(last_sweep_completed_at, '-infinity'), false)
+FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).Scan(&reset)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
 	}
-	return nil
-}
-
-// QueueMarkSeen queues the record of ids as seen by a sweep, for pages
-// not written.
-func QueueMarkSeen(b *pgx.Batch, sweepID int64, ids []string) {
-	b.Queue(seenSQL, sweepID, ids)
+	if err != nil {
+		return false, fmt.Errorf("reading whether %s was reset: %w", k, Describe(err))
+	}
+	return reset, nil
 }

@@ -8,13 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// CopyInto COPYs rows into a table of the warehouse. Postgres refuses
+// copyInto COPYs rows into a table of the warehouse. Postgres refuses
 // COPY FROM into a table whose row-level security applies to the session's
 // role (a runtime role without BYPASSRLS, see erp.restrict_to_companies):
 // the rows then go through a temporary table and one statement that moves
 // them, which the write policies allow. Whether the policies apply is
 // asked once per connection and table.
-func CopyInto(ctx context.Context, tx pgx.Tx, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+func copyInto(ctx context.Context, tx pgx.Tx, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
 	name := table.Sanitize()
 	policed, err := rowSecurityActive(ctx, tx, name)
 	if err != nil {

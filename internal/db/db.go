@@ -1,6 +1,9 @@
-// Package db owns the warehouse: the connection pool, the embedded
-// migrations and every write erpsync makes. SQL lives next to the Go that
-// runs it.
+// Package db owns the warehouse: the connection pools, the embedded
+// migrations and every statement erpsync runs, one file per table or
+// family of tables, the SQL next to the Go that runs it. What a statement
+// is of is named by a model.Key (a source's stream through one login), or
+// by a model.Scope (a key with the login's company and branch) where rows
+// are labelled.
 package db
 
 import (
@@ -132,14 +135,14 @@ type Pools struct {
 	Runs, Service *pgxpool.Pool
 }
 
-// ServicePoolSize: readiness, retention, and migrations (goose's session
+// servicePoolSize: readiness, retention, and migrations (goose's session
 // lock plus its connection) each need one at a time.
-const ServicePoolSize = 3
+const servicePoolSize = 3
 
 // OpenPools opens the pools of a process allowing runs runs at once, the
 // one sizing rule of `erpsync sync` and `erpsync run`.
 func OpenPools(ctx context.Context, url string, runs int, opts ...Option) (*Pools, error) {
-	service, err := Open(ctx, url, append(opts, WithMaxConns(ServicePoolSize))...)
+	service, err := Open(ctx, url, append(opts, WithMaxConns(servicePoolSize))...)
 	if err != nil {
 		return nil, err
 	}
@@ -161,13 +164,6 @@ func (p *Pools) Close() {
 func IsUniqueViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
-}
-
-// IsLockTimeout reports a statement that waited for a lock longer than
-// lock_timeout.
-func IsLockTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // Describe maps driver errors to one plain sentence; Postgres errors keep
@@ -194,3 +190,24 @@ func (e *describedError) Error() string {
 	return fmt.Sprintf("postgres %s (%s)", e.pg.Message, e.pg.Code)
 }
 func (e *describedError) Unwrap() error { return e.pg }
+
+// sendBatch runs, in one round trip, the statements queued in b, in tx,
+// and returns the first error.
+func sendBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, what string) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("%s: %w", what, Describe(err))
+	}
+	return nil
+}
+
+// deref is what p points at, or the zero value for nil (a NULL column).
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -34,7 +34,6 @@ type Table struct {
 	changedSQL string
 	deleteSQL  string
 	goneSQL    string
-	goneIDsSQL string
 	storedSQL  string
 	sameSQL    string
 	hasRowsSQL string
@@ -127,8 +126,7 @@ WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
     WHERE source = $1 AND deleted_at IS NULL AND synced_at < $6 AND %s
     EXCEPT
     SELECT id FROM erp.sweep_seen WHERE sweep_id = $4`, name, decidedBy("t", "$2", "$3", "$5"))
-	t.goneSQL = fmt.Sprintf(`SELECT count(*) FROM (%s) gone`, gone)
-	t.goneIDsSQL = gone
+	t.goneSQL = gone
 	// A row the ERP no longer lists is marked, never removed: finance
 	// wants to see what disappeared.
 	t.deleteSQL = fmt.Sprintf(`UPDATE %s SET deleted_at = now() WHERE source = $1 AND id = ANY($2) AND deleted_at IS NULL`, name)
@@ -215,17 +213,10 @@ type UpsertResult struct {
 	OthersListed int64
 }
 
-// SweepScope is who writes: the source, the login and its context, and
-// the sweep (0 outside sweeps).
-type SweepScope struct {
-	model.Scope
-	SweepID int64
-}
-
 // UpsertOptions say what an upsert does besides writing rows.
 type UpsertOptions struct {
-	// TrackSeen records the ids as seen by the sweep.
-	TrackSeen bool
+	// SeenBy is the sweep that records the ids as seen (0: none).
+	SeenBy int64
 	// CountOthers counts the rows another login listed first
 	// (UpsertResult.OthersListed): logins of different branches listing
 	// the same records read company-wide lists.
@@ -234,7 +225,7 @@ type UpsertOptions struct {
 
 // Upsert writes rows (ids unique within the slice) in bulk: COPY into the
 // connection's staging table and one INSERT ... SELECT ... ON CONFLICT.
-func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc SweepScope, rows []Row, opts UpsertOptions) (UpsertResult, error) {
+func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc model.Scope, rows []Row, opts UpsertOptions) (UpsertResult, error) {
 	var res UpsertResult
 	if len(rows) == 0 {
 		return res, nil
@@ -246,13 +237,13 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc SweepScope, rows []Row
 	companies, branches, own := make([]string, len(rows)), make([]string, len(rows)), make([]bool, len(rows))
 	for i := range rows {
 		ids[i], hashes[i] = rows[i].ID, rows[i].Hash[:]
-		companies[i], branches[i] = sc.labels(rows[i])
+		companies[i], branches[i] = labelsOf(sc, rows[i].Labels)
 		own[i] = rows[i].Labels.Own
 	}
 	batch := &pgx.Batch{}
 	batch.Queue(t.changedSQL, sc.Source, ids, hashes, companies, branches, own)
-	if opts.TrackSeen {
-		batch.Queue(seenSQL, sc.SweepID, ids)
+	if opts.SeenBy != 0 {
+		batch.Queue(seenSQL, opts.SeenBy, ids)
 	}
 	if opts.CountOthers {
 		batch.Queue(t.othersSQL, sc.Source, ids, sc.Login)
@@ -271,7 +262,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc SweepScope, rows []Row
 			return nil
 		})
 	}
-	if err == nil && opts.TrackSeen {
+	if err == nil && opts.SeenBy != 0 {
 		_, err = br.Exec()
 	}
 	if err == nil && opts.CountOthers {
@@ -305,7 +296,7 @@ func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc SweepScope, rows []Row
 	if _, err := tx.Exec(ctx, t.createSQL); err != nil {
 		return res, fmt.Errorf("%s staging table: %w", t.Name, Describe(err))
 	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.stageCols, &rowSource{rows: Rows(rows), sc: sc, stage: true})
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.stageCols, &rowSource{rows: rowsOf(rows), sc: sc, stage: true})
 	if err != nil {
 		return res, fmt.Errorf("%s copy to staging: %w", t.Name, Describe(err))
 	}
@@ -323,8 +314,8 @@ type RowStream interface {
 	Row() *Row
 }
 
-// Rows streams a slice.
-func Rows(rows []Row) RowStream { return &sliceStream{rows: rows, i: -1} }
+// rowsOf streams a slice.
+func rowsOf(rows []Row) RowStream { return &sliceStream{rows: rows, i: -1} }
 
 type sliceStream struct {
 	rows []Row
@@ -337,8 +328,8 @@ func (s *sliceStream) Row() *Row  { return &s.rows[s.i] }
 // CopyNew writes rows that are new to the table straight into it with
 // COPY: the initial load. A row that exists after all fails the COPY
 // with a unique violation (IsUniqueViolation); the caller then upserts.
-func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc SweepScope, rows RowStream) (int64, error) {
-	n, err := CopyInto(ctx, tx, t.ident, t.copyCols, &rowSource{rows: rows, sc: sc})
+func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc model.Scope, rows RowStream) (int64, error) {
+	n, err := copyInto(ctx, tx, t.ident, t.copyCols, &rowSource{rows: rows, sc: sc})
 	if err != nil {
 		return 0, fmt.Errorf("%s copy: %w", t.Name, Describe(err))
 	}
@@ -364,8 +355,8 @@ func (t *Table) Analyze(ctx context.Context, q Querier, loaded int64) error {
 	return nil
 }
 
-// HasRows reports whether the table holds any row of the source.
-func (t *Table) HasRows(ctx context.Context, q Querier, source string) (bool, error) {
+// hasRows reports whether the table holds any row of the source.
+func (t *Table) hasRows(ctx context.Context, q Querier, source string) (bool, error) {
 	var ok bool
 	if err := q.QueryRow(ctx, t.hasRowsSQL, source).Scan(&ok); err != nil {
 		return false, fmt.Errorf("%s: %w", t.Name, Describe(err))
@@ -373,19 +364,10 @@ func (t *Table) HasRows(ctx context.Context, q Querier, source string) (bool, er
 	return ok, nil
 }
 
-// Gone counts the scope's live rows that the sweep did not see, written
-// before it began.
-func (t *Table) Gone(ctx context.Context, q Querier, sc SweepScope, began time.Time) (int64, error) {
-	var n int64
-	if err := q.QueryRow(ctx, t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, sc.Login, began).Scan(&n); err != nil {
-		return 0, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
-	}
-	return n, nil
-}
-
-// GoneIDs lists the rows Gone counts.
-func (t *Table) GoneIDs(ctx context.Context, q Querier, sc SweepScope, began time.Time) ([]string, error) {
-	rows, err := q.Query(ctx, t.goneIDsSQL, sc.Source, sc.CompanyID, sc.BranchID, sc.SweepID, sc.Login, began)
+// Gone lists the scope's live rows that sweep sweepID did not see,
+// written before it began.
+func (t *Table) Gone(ctx context.Context, q Querier, sc model.Scope, sweepID int64, began time.Time) ([]string, error) {
+	rows, err := q.Query(ctx, t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sweepID, sc.Login, began)
 	if err != nil {
 		return nil, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
 	}
@@ -433,18 +415,18 @@ func (t *Table) SameBy(ctx context.Context, q Querier, source string, ids []stri
 	return n, nil
 }
 
-// labels are the company and branch a row is written with: the record's
-// own, else the login's context.
-func (sc SweepScope) labels(r Row) (company, branch string) {
-	if r.Labels.Own {
-		return r.Labels.CompanyID, r.Labels.BranchID
+// labelsOf are the company and branch a row is written with: the
+// record's own (lb), else the login's context.
+func labelsOf(sc model.Scope, lb Labels) (company, branch string) {
+	if lb.Own {
+		return lb.CompanyID, lb.BranchID
 	}
 	return sc.CompanyID, sc.BranchID
 }
 
 // listedBy is the login a row written now is listed by; NULL outside
 // logins (the rows then keep the rule of before logins).
-func (sc SweepScope) listedBy() any {
+func listedBy(sc model.Scope) any {
 	if sc.Login == "" {
 		return nil
 	}
@@ -455,7 +437,7 @@ func (sc SweepScope) listedBy() any {
 // the staging table (stage) with own_labels.
 type rowSource struct {
 	rows  RowStream
-	sc    SweepScope
+	sc    model.Scope
 	stage bool
 	buf   []any
 	// The scope's values, boxed once: a string put in an interface is
@@ -468,12 +450,12 @@ func (s *rowSource) Next() bool { return s.rows.Next() }
 func (s *rowSource) Err() error { return nil }
 func (s *rowSource) Values() ([]any, error) {
 	if !s.boxed {
-		s.source, s.company, s.branch, s.listedBy, s.boxed = s.sc.Source, s.sc.CompanyID, s.sc.BranchID, s.sc.listedBy(), true
+		s.source, s.company, s.branch, s.listedBy, s.boxed = s.sc.Source, s.sc.CompanyID, s.sc.BranchID, listedBy(s.sc), true
 	}
 	r := s.rows.Row()
 	company, branch := s.company, s.branch
 	if r.Labels.Own {
-		company, branch = s.sc.labels(*r)
+		company, branch = labelsOf(s.sc, r.Labels)
 	}
 	s.buf = append(s.buf[:0], s.source, r.ID, company, branch)
 	s.buf = append(s.buf, r.Values...)
@@ -484,10 +466,7 @@ func (s *rowSource) Values() ([]any, error) {
 	return s.buf, nil
 }
 
-// seenSQL records a page's ids as seen by the sweep.
-const seenSQL = `INSERT INTO erp.sweep_seen (sweep_id, id) SELECT $1, unnest($2::text[])`
-
-// ChangedSince lists the ids of the source's rows that something other
+// changedSince lists the ids of the source's rows that something other
 // than the page transactions of sweep sweepID (of k) changed since that
 // sweep began. A page the ERP answers as it answered that sweep is
 // skipped without comparing its rows ("known"): that holds only while
@@ -504,7 +483,7 @@ const seenSQL = `INSERT INTO erp.sweep_seen (sweep_id, id) SELECT $1, unnest($2:
 // role writes: a login of that role that forges them after changing a
 // row keeps the row from this shortcut (not from its history, nor from
 // erpsync verify).
-func (t *Table) ChangedSince(ctx context.Context, q Querier, k StreamKey, sweepID int64) ([]string, error) {
+func (t *Table) changedSince(ctx context.Context, q Querier, k model.Key, sweepID int64) ([]string, error) {
 	var hist bool
 	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.Name+"_history").Scan(&hist); err != nil {
 		return nil, fmt.Errorf("%s: rows changed since sweep %d: %w", t.Name, sweepID, Describe(err))

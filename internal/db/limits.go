@@ -11,32 +11,46 @@ import (
 // What Postgres accepts, checked before a value is written, so that one
 // odd value rejects its record instead of failing a whole page.
 const (
-	// MaxNumericIntDigits and MaxNumericScale are the limits of numeric
+	// maxNumericIntDigits and maxNumericScale are the limits of numeric
 	// (and of numbers inside jsonb): 131072 digits before the point,
 	// 16383 after.
-	MaxNumericIntDigits = 131072
-	MaxNumericScale     = 16383
-	// MaxKeyBytes bounds an id or another key value: a btree index row
+	maxNumericIntDigits = 131072
+	maxNumericScale     = 16383
+	// maxKeyBytes bounds an id or another key value: a btree index row
 	// holds at most about 2.7 kB, and a key shares it with the source.
-	MaxKeyBytes = 2000
-	// MaxJSONDepth bounds nesting in a payload: Postgres parses jsonb
+	maxKeyBytes = 2000
+	// maxJSONDepth bounds nesting in a payload: Postgres parses jsonb
 	// recursively, and deep nesting can exceed the server's stack depth.
-	MaxJSONDepth = 1000
+	maxJSONDepth = 1000
 )
 
 // CheckNumeric refuses a decimal that numeric cannot hold.
 func CheckNumeric(d decimal.Decimal) error {
 	if d.IsZero() {
-		if scale := -d.Exponent(); scale > MaxNumericScale {
-			return fmt.Errorf("a scale of %d digits is beyond Postgres numeric's %d", scale, MaxNumericScale)
+		if scale := -d.Exponent(); scale > maxNumericScale {
+			return fmt.Errorf("a scale of %d digits is beyond Postgres numeric's %d", scale, maxNumericScale)
 		}
 		return nil
 	}
-	if scale := -int64(d.Exponent()); scale > MaxNumericScale {
-		return fmt.Errorf("a scale of %d digits is beyond Postgres numeric's %d", scale, MaxNumericScale)
+	if scale := -int64(d.Exponent()); scale > maxNumericScale {
+		return fmt.Errorf("a scale of %d digits is beyond Postgres numeric's %d", scale, maxNumericScale)
 	}
-	if digits := int64(d.NumDigits()) + int64(d.Exponent()); digits > MaxNumericIntDigits {
-		return fmt.Errorf("%d integer digits are beyond Postgres numeric's %d", digits, MaxNumericIntDigits)
+	if digits := int64(d.NumDigits()) + int64(d.Exponent()); digits > maxNumericIntDigits {
+		return fmt.Errorf("%d integer digits are beyond Postgres numeric's %d", digits, maxNumericIntDigits)
+	}
+	return nil
+}
+
+// CheckJSON refuses a record whose numbers (the most digits one has
+// before and after the point) or nesting jsonb cannot store.
+func CheckJSON(intDigits, fracDigits, depth int) error {
+	switch {
+	case intDigits > maxNumericIntDigits:
+		return fmt.Errorf("record holds a number of %d integer digits, beyond the %d Postgres numeric holds", intDigits, maxNumericIntDigits)
+	case fracDigits > maxNumericScale:
+		return fmt.Errorf("record holds a number of %d fractional digits, beyond the %d Postgres numeric holds", fracDigits, maxNumericScale)
+	case depth > maxJSONDepth:
+		return fmt.Errorf("record is nested %d levels deep, beyond the %d erpsync stores", depth, maxJSONDepth)
 	}
 	return nil
 }
@@ -44,8 +58,8 @@ func CheckNumeric(d decimal.Decimal) error {
 // CheckKey refuses a key value Postgres cannot index or store as text.
 func CheckKey(what, v string) error {
 	switch {
-	case len(v) > MaxKeyBytes:
-		return fmt.Errorf("%s is %d bytes long, beyond the %d a key may have", what, len(v), MaxKeyBytes)
+	case len(v) > maxKeyBytes:
+		return fmt.Errorf("%s is %d bytes long, beyond the %d a key may have", what, len(v), maxKeyBytes)
 	case strings.IndexByte(v, 0) >= 0:
 		return fmt.Errorf("%s holds a NUL character, which Postgres text cannot store", what)
 	case !utf8.ValidString(v):
@@ -54,11 +68,11 @@ func CheckKey(what, v string) error {
 	return nil
 }
 
-// SafeText makes s storable as Postgres text and at most max bytes long:
+// safeText makes s storable as Postgres text and at most max bytes long:
 // invalid UTF-8 and NUL become U+FFFD, and a cut is marked. It is for
 // text erpsync composes from outside input (reasons, excerpts), never for
 // values a record carries.
-func SafeText(s string, max int) string {
+func safeText(s string, max int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	if len(s) <= max {

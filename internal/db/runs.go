@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,27 +29,27 @@ func lockKey(source, stream string, kind model.RunKind) int32 {
 	return int32(h.Sum32())
 }
 
-// TryStreamLock takes the session advisory lock of a (source, stream) for
-// a kind of run on conn. The caller keeps conn out of the pool until it
-// unlocks.
-func TryStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind) (bool, error) {
+// LockStream takes the session advisory lock of a (source, stream) for a
+// kind of run on conn and returns its release, or nil when another
+// session holds it. The caller keeps conn out of the pool until it
+// releases. A release that fails closes the session, the other way to
+// drop the lock (a pool discards a closed connection).
+func LockStream(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind) (release func(), err error) {
 	var ok bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockClass, lockKey(source, stream, kind)).Scan(&ok); err != nil {
-		return false, fmt.Errorf("advisory lock %s/%s: %w", source, stream, Describe(err))
-	}
-	return ok, nil
-}
-
-// UnlockStream releases the lock taken by TryStreamLock.
-func UnlockStream(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind) error {
-	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1, $2)`, lockClass, lockKey(source, stream, kind)).Scan(&ok); err != nil {
-		return fmt.Errorf("advisory unlock %s/%s: %w", source, stream, Describe(err))
+		return nil, fmt.Errorf("advisory lock %s/%s: %w", source, stream, Describe(err))
 	}
 	if !ok {
-		return fmt.Errorf("advisory unlock %s/%s: lock was not held", source, stream)
+		return nil, nil
 	}
-	return nil
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		var held bool
+		if err := conn.QueryRow(uctx, `SELECT pg_advisory_unlock($1, $2)`, lockClass, lockKey(source, stream, kind)).Scan(&held); err != nil || !held {
+			conn.Close(uctx)
+		}
+	}, nil
 }
 
 // runsOf is the kinds of run a kind's lock covers: a sweep's lock is held
@@ -74,8 +75,19 @@ WHERE source = $1 AND stream = $2 AND status = $4 AND kind = ANY($5)`, source, s
 	return tag.RowsAffected(), nil
 }
 
-// StartRun records a run as running and returns its id.
-func StartRun(ctx context.Context, q Querier, k StreamKey, kind model.RunKind, host string, pid int) (int64, error) {
+// StartRun records a run of k by this process as running and returns its
+// id. It refuses a schema this binary may not write (checkWritable), and
+// lets k's login first claim a checkpoint written before logins
+// (claimLegacyCheckpoint).
+func StartRun(ctx context.Context, q Querier, k model.Key, kind model.RunKind) (int64, error) {
+	if err := checkWritable(ctx, q); err != nil {
+		return 0, err
+	}
+	if err := claimLegacyCheckpoint(ctx, q, k); err != nil {
+		return 0, err
+	}
+	host, _ := os.Hostname()
+	pid := os.Getpid()
 	var id int64
 	err := q.QueryRow(ctx, `
 INSERT INTO erp.sync_runs (source, stream, login, status, host, pid, kind) VALUES ($1, $2, nullif($6, ''), $3, $4, $5, $7) RETURNING id`,

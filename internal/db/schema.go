@@ -73,11 +73,11 @@ func CheckSchema(ctx context.Context, q Querier) error {
 	return nil
 }
 
-// CheckWritable refuses to write to a schema this binary does not know:
+// checkWritable refuses to write to a schema this binary does not know:
 // during a rolling upgrade, a replica of the release before must not go
 // on writing rows whose new columns the newer schema expects filled. It
-// is CheckSchema, asked before every run.
-func CheckWritable(ctx context.Context, q Querier) error {
+// is CheckSchema, asked before every run (StartRun).
+func checkWritable(ctx context.Context, q Querier) error {
 	if err := CheckSchema(ctx, q); err != nil {
 		var se *SchemaError
 		if errors.As(err, &se) {

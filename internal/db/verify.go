@@ -108,7 +108,7 @@ func (c *Comparison) Add(ctx context.Context, conn *pgx.Conn, sc model.Scope, ro
 		return fmt.Errorf("%s: %w", c.table.Name, Describe(err))
 	}
 	defer tx.Rollback(ctx)
-	src := &rowSource{rows: Rows(rows), sc: SweepScope{Scope: sc}, stage: true}
+	src := &rowSource{rows: rowsOf(rows), sc: sc, stage: true}
 	i := -1
 	_, err = tx.CopyFrom(ctx, pgx.Identifier{c.page}, c.pageCols, pgx.CopyFromFunc(func() ([]any, error) {
 		if !src.Next() {

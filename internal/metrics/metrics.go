@@ -50,83 +50,69 @@ type Metrics struct {
 func New() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_runs_total", Help: "Stream runs by outcome (succeeded, failed, cancelled).",
-		}, []string{"source", "stream", "status"}),
-		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_rows_total", Help: "Records written by what happened to them (inserted, updated, unchanged, rejected).",
-		}, []string{"source", "stream", "op"}),
-		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_pages_total", Help: "Pages committed to the warehouse.",
-		}, []string{"source", "stream"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_erp_requests_total", Help: "HTTP exchanges with the ERP by route and status code (0: no answer).",
-		}, []string{"source", "route", "code"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_erp_retries_total", Help: "ERP requests retried, by reason (rate_limited, server_error, network, token_renewal).",
-		}, []string{"source", "route", "reason"}),
-		rateWait: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_rate_limit_wait_seconds_total", Help: "Seconds spent waiting on the ERP's Retry-After.",
-		}, []string{"source"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "erpsync_run_duration_seconds", Help: "Duration of stream runs.",
-			Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
-		}, []string{"source", "stream"}),
-		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_last_success_timestamp_seconds",
-			Help: "Unix time the stream's data read through the login were last complete (its last completed sweep), as erp.stream_freshness has it.",
-		}, []string{"source", "stream", "login"}),
-		lastFollow: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_last_follow_timestamp_seconds",
-			Help: "Unix time a follow run of the paged list through the login last read everything new (found something or not), as erp.stream_freshness has it.",
-		}, []string{"source", "stream", "login"}),
-		followEvery: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_follow_interval_seconds",
-			Help: "Seconds between two scheduled follow runs of a paged list (its schedule; erpsync_schedule_interval_seconds is then its complete sweeps'). Only streams that are followed have it.",
-		}, []string{"source", "stream"}),
-		followSwept: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_follow_sweeps_total",
-			Help: "Follow runs that read the whole list instead (the list not in a strict order of ids, continuity not proved, the login's first run), as erp.sync_runs.note says why.",
-		}, []string{"source", "stream", "login"}),
-		missed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_follow_missed_total",
-			Help: "Records a complete sweep inserted at or below the highest id follow runs had read: records the follows missed (the login's list is then swept, not followed, until reset).",
-		}, []string{"source", "stream", "login"}),
-		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_schema_drift_total",
-			Help: "Records that differed from what the stream expects, by field and change: added, missing, type (another JSON kind), scale (money), duplicate, unusable (a typed column could not read it and is NULL). Fields past the first 100 of a stream are counted as field=\"(other)\".",
-		}, []string{"source", "stream", "field", "change"}),
-		lastFailed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_last_run_failed", Help: "1 if the last run of the stream through the login failed, else 0.",
-		}, []string{"source", "stream", "login"}),
-		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_deletions_held",
-			Help: "Rows the login's last complete sweep found gone but the deletion guard did not mark (0: none held).",
-		}, []string{"source", "stream", "login"}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_runs_skipped_total",
-			Help: "Scheduled runs not made, by reason: locked (another process holds the stream's lock), capacity (no run slot free before the next tick), budget (no slot of the source's request budget free before it).",
-		}, []string{"source", "stream", "reason"}),
-		lockHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_lock_held_by_other_seconds",
-			Help: "How long another process has held the stream's lock, as this process last found it (0: it ran the stream itself, or found its data fresh).",
-		}, []string{"source", "stream"}),
-		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_schedule_interval_seconds",
-			Help: "Seconds between two scheduled runs of the stream that read it whole (complete sweeps; for cron specs, the next interval).",
-		}, []string{"source", "stream"}),
-		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_pruned_rows_total",
-			Help: "Bookkeeping rows removed by retention, by table (sync_runs, rejected_records).",
-		}, []string{"table"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "erpsync_erp_requests_in_flight",
-			Help: "Requests this process has in flight to the installation (at most its max_concurrent_requests).",
-		}, []string{"source"}),
-		budgetWait: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "erpsync_erp_budget_wait_seconds_total",
-			Help: "Seconds runs and requests waited for the installation's request budget (max_concurrent_requests, max_requests_per_second).",
-		}, []string{"source"}),
+		runs: counter("erpsync_runs_total",
+			"Stream runs by outcome (succeeded, failed, cancelled).",
+			"source", "stream", "status"),
+		rows: counter("erpsync_rows_total",
+			"Records written by what happened to them (inserted, updated, unchanged, rejected).",
+			"source", "stream", "op"),
+		pages: counter("erpsync_pages_total",
+			"Pages committed to the warehouse.",
+			"source", "stream"),
+		requests: counter("erpsync_erp_requests_total",
+			"HTTP exchanges with the ERP by route and status code (0: no answer).",
+			"source", "route", "code"),
+		retries: counter("erpsync_erp_retries_total",
+			"ERP requests retried, by reason (rate_limited, server_error, network, token_renewal).",
+			"source", "route", "reason"),
+		rateWait: counter("erpsync_rate_limit_wait_seconds_total",
+			"Seconds spent waiting on the ERP's Retry-After.",
+			"source"),
+		duration: histogram("erpsync_run_duration_seconds",
+			"Duration of stream runs.",
+			[]float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}, "source", "stream"),
+		lastSuccess: gauge("erpsync_last_success_timestamp_seconds",
+			"Unix time the stream's data read through the login were last complete (its last completed sweep), as erp.stream_freshness has it.",
+			"source", "stream", "login"),
+		lastFollow: gauge("erpsync_last_follow_timestamp_seconds",
+			"Unix time a follow run of the paged list through the login last read everything new (found something or not), as erp.stream_freshness has it.",
+			"source", "stream", "login"),
+		followEvery: gauge("erpsync_follow_interval_seconds",
+			"Seconds between two scheduled follow runs of a paged list (its schedule; erpsync_schedule_interval_seconds is then its complete sweeps'). Only streams that are followed have it.",
+			"source", "stream"),
+		followSwept: counter("erpsync_follow_sweeps_total",
+			"Follow runs that read the whole list instead (the list not in a strict order of ids, continuity not proved, the login's first run), as erp.sync_runs.note says why.",
+			"source", "stream", "login"),
+		missed: counter("erpsync_follow_missed_total",
+			"Records a complete sweep inserted at or below the highest id follow runs had read: records the follows missed (the login's list is then swept, not followed, until reset).",
+			"source", "stream", "login"),
+		drift: counter("erpsync_schema_drift_total",
+			"Records that differed from what the stream expects, by field and change: added, missing, type (another JSON kind), scale (money), duplicate, unusable (a typed column could not read it and is NULL). Fields past the first 100 of a stream are counted as field=\"(other)\".",
+			"source", "stream", "field", "change"),
+		lastFailed: gauge("erpsync_last_run_failed",
+			"1 if the last run of the stream through the login failed, else 0.",
+			"source", "stream", "login"),
+		held: gauge("erpsync_deletions_held",
+			"Rows the login's last complete sweep found gone but the deletion guard did not mark (0: none held).",
+			"source", "stream", "login"),
+		skipped: counter("erpsync_runs_skipped_total",
+			"Scheduled runs not made, by reason: locked (another process holds the stream's lock), capacity (no run slot free before the next tick), budget (no slot of the source's request budget free before it).",
+			"source", "stream", "reason"),
+		lockHeld: gauge("erpsync_lock_held_by_other_seconds",
+			"How long another process has held the stream's lock, as this process last found it (0: it ran the stream itself, or found its data fresh).",
+			"source", "stream"),
+		interval: gauge("erpsync_schedule_interval_seconds",
+			"Seconds between two scheduled runs of the stream that read it whole (complete sweeps; for cron specs, the next interval).",
+			"source", "stream"),
+		pruned: counter("erpsync_pruned_rows_total",
+			"Bookkeeping rows removed by retention, by table (sync_runs, rejected_records).",
+			"table"),
+		inFlight: gauge("erpsync_erp_requests_in_flight",
+			"Requests this process has in flight to the installation (at most its max_concurrent_requests).",
+			"source"),
+		budgetWait: counter("erpsync_erp_budget_wait_seconds_total",
+			"Seconds runs and requests waited for the installation's request budget (max_concurrent_requests, max_requests_per_second).",
+			"source"),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "erpsync_ready", Help: "1 while /readyz answers ready.",
 		}),
@@ -140,6 +126,20 @@ func New() *Metrics {
 		m.lastSuccess, m.lastFollow, m.followEvery, m.followSwept, m.missed, m.drift, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// counter, gauge and histogram make a collector of that kind with its
+// name, help and labels.
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func gauge(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+func histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 // Handler serves the registry in the Prometheus text format.

@@ -24,17 +24,15 @@ type Verified struct {
 // Pushgateway, since the job does not live to be scraped.
 func Verification(results []Verified, at time.Time) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	rows := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "erpsync_verify_mismatched_rows",
-		Help: "Rows that differ between the ERP and the warehouse at the last verification: missing, extra or different (-1: the stream could not be compared).",
-	}, []string{"source", "stream"})
-	sums := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "erpsync_verify_mismatched_sums",
-		Help: "Money sums per company, branch, month and column that differ between the ERP and the warehouse at the last verification.",
-	}, []string{"source", "stream"})
-	when := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "erpsync_verify_timestamp_seconds", Help: "Unix time of the last verification of the stream.",
-	}, []string{"source", "stream"})
+	rows := gauge("erpsync_verify_mismatched_rows",
+		"Rows that differ between the ERP and the warehouse at the last verification: missing, extra or different (-1: the stream could not be compared).",
+		"source", "stream")
+	sums := gauge("erpsync_verify_mismatched_sums",
+		"Money sums per company, branch, month and column that differ between the ERP and the warehouse at the last verification.",
+		"source", "stream")
+	when := gauge("erpsync_verify_timestamp_seconds",
+		"Unix time of the last verification of the stream.",
+		"source", "stream")
 	reg.MustRegister(rows, sums, when)
 	for _, r := range results {
 		if !r.Done {

@@ -1,7 +1,8 @@
 // Package model holds the plain values that erpsync's packages hand to
-// each other: what a run is called when it ends and what it counted. It
-// imports nothing of erpsync, so the database, metrics, scheduler and
-// commands can share these types without depending on one another.
+// each other: which reading of the ERP a run is (Key, Scope), what it is
+// called when it ends and what it counted. It imports nothing of erpsync,
+// so the database, metrics, scheduler and commands can share these types
+// without depending on one another.
 package model
 
 import "time"
@@ -48,11 +49,29 @@ func (s *RunStats) Add(o RunStats) {
 	s.Deleted += o.Deleted
 }
 
-// Scope is who reads in a run: the configured source, the login (its
-// username or client id), and the company and branch context of the
-// login's token, which labels the rows whose records carry none.
+// Key names one reading of the ERP: a stream of a configured source, read
+// through one of its logins (its username or client id; "" for what was
+// recorded before logins). A checkpoint, a run and a follow state are
+// each of one key.
+type Key struct {
+	Source string `json:"source"`
+	Stream string `json:"stream"`
+	Login  string `json:"login"`
+}
+
+func (k Key) String() string {
+	if k.Login == "" {
+		return k.Source + "/" + k.Stream
+	}
+	return k.Source + "/" + k.Stream + " (" + k.Login + ")"
+}
+
+// Scope is a key as its login reads it: with the company and branch
+// context of the login's token, which labels the rows whose records carry
+// none.
 type Scope struct {
-	Source, Login, CompanyID, BranchID string
+	Key
+	CompanyID, BranchID string
 }
 
 // RunOutcome is what a finished run tells its observers.

@@ -2,15 +2,12 @@ package model
 
 import "time"
 
-// StreamStatus is where one (source, stream) stands: its last run and how
-// fresh its data is. Freshness is the time of the last completed sweep
-// (or snapshot): the warehouse holds everything the ERP listed then.
+// StreamStatus is where one key (a source's stream through one login)
+// stands: its last run and how fresh its data is. Freshness is the time of
+// the last completed sweep (or snapshot): the warehouse holds everything
+// the ERP listed then.
 type StreamStatus struct {
-	Source string `json:"source"`
-	Stream string `json:"stream"`
-	// Login is the login the stream is read through ("" for what was
-	// recorded before logins).
-	Login string `json:"login"`
+	Key
 	// Contract is what the API reference says of the stream's route:
 	// reviewed, unreviewed, or not stated.
 	Contract        string     `json:"contract,omitempty"`

@@ -76,11 +76,11 @@ func (e *notProved) Error() string { return "follow not proved: " + e.why }
 // follow if the list may be followed and continuity is proved, else a
 // complete sweep, with the reason recorded.
 func (l *List) followList(ctx context.Context, r *Run) error {
-	f, err := db.LoadFollow(ctx, r.conn, r.key)
+	f, err := db.LoadFollow(ctx, r.conn, r.scope.Key)
 	if err != nil {
 		return err
 	}
-	cp, err := db.LoadCheckpoint(ctx, r.conn, r.key)
+	cp, err := db.LoadCheckpoint(ctx, r.conn, r.scope.Key)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (l *List) followList(ctx context.Context, r *Run) error {
 			return nil
 		}
 	}
-	r.followedAt, err = db.FollowCompleted(ctx, r.conn, r.key, why)
+	r.followedAt, err = db.FollowCompleted(ctx, r.conn, r.scope.Key, why)
 	return err
 }
 
@@ -250,7 +250,7 @@ func (p *follow) queue(statements *pgx.Batch, bk *book) bool {
 			p.nextAnchors = pushAnchor(p.nextAnchors, at)
 		}
 	}
-	db.QueueFollowPage(statements, p.run.key, p.nextAnchors, p.trail.max)
+	db.QueueFollowPage(statements, p.run.scope.Key, p.nextAnchors, p.trail.max)
 	return false
 }
 

@@ -41,13 +41,13 @@ func guardHolds(d Deletions) bool {
 // rule, and returns how many it marked. It runs in the transaction that
 // completes the read: a stream of its own calls it in its last Commit.
 func (r *Run) MarkGone(ctx context.Context, tx pgx.Tx, d Deletions) (int64, error) {
-	cp, err := db.LoadCheckpoint(ctx, tx, r.key)
+	cp, err := db.LoadCheckpoint(ctx, tx, r.scope.Key)
 	if err != nil {
 		return 0, err
 	}
 	mark := func() (int64, error) {
 		if cp.Held.Rows > 0 { // what was held is marked, or gone no more
-			if err := db.SetHeld(ctx, tx, r.key, db.Held{}); err != nil {
+			if err := db.SetHeld(ctx, tx, r.scope.Key, db.Held{}); err != nil {
 				return 0, err
 			}
 		}
@@ -79,13 +79,13 @@ func (r *Run) MarkGone(ctx context.Context, tx pgx.Tx, d Deletions) (int64, erro
 			held.Sweeps, held.Since.UTC().Format(time.RFC3339))
 		return mark()
 	}
-	if err := db.SetHeld(ctx, tx, r.key, held); err != nil {
+	if err := db.SetHeld(ctx, tx, r.scope.Key, held); err != nil {
 		return 0, err
 	}
 	r.held = held.Rows
 	r.log.Warn("deletion held: too many live rows gone at once", "rows", d.Rows, "live", d.Live,
 		"sweeps_agreeing", held.Sweeps, "applied_after", guardConfirmations+1)
 	r.Note("deletion held: %d of %d live rows gone (sweep %d of %d that must agree; or confirm with erpsync sync --confirm-deletions %s)",
-		d.Rows, d.Live, held.Sweeps, guardConfirmations+1, r.key.Stream)
+		d.Rows, d.Live, held.Sweeps, guardConfirmations+1, r.scope.Stream)
 	return 0, nil
 }

@@ -163,7 +163,7 @@ func (l *List) reprepare(page *preparedPage) {
 // request's digest also covers the stream's definition and the run's
 // scope, so a changed definition or scope knows no page. A page holding a
 // row changed since that sweep by anything but the sweep (a follow run,
-// or a hand in the warehouse: see db.Table.ChangedSince) is not known: its
+// or a hand in the warehouse: see db.Table.KnownPages) is not known: its
 // rows may not be as that answer left them.
 type knownPages struct {
 	on      bool   // the sweep records its pages (all but bulk loads' pages are looked up)

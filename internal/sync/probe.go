@@ -31,7 +31,7 @@ type Probe struct {
 // and branch.
 func NewProbe(t Target, l Login, id erp.Identity) *Probe {
 	return &Probe{View: &View{target: t, login: l,
-		scope: model.Scope{Source: t.Source, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}}}
+		scope: model.Scope{Key: model.Key{Source: t.Source, Login: l.Name}, CompanyID: id.CompanyID, BranchID: id.BranchID}}}
 }
 
 // Report is the report of stream s for this login, its declarations

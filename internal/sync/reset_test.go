@@ -65,15 +65,14 @@ func TestReset(t *testing.T) {
 		}
 		defer conn.Release()
 		for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow} {
-			if ok, err := db.TryStreamLock(context.Background(), conn.Conn(), h.source, "invoices", kind); err != nil || !ok {
-				t.Fatalf("lock %s: %v %v", kind, ok, err)
+			release, err := db.LockStream(context.Background(), conn.Conn(), h.source, "invoices", kind)
+			if err != nil || release == nil {
+				t.Fatalf("lock %s: %v", kind, err)
 			}
 			if res := h.reset("invoices"); !errors.Is(res.Err, sync.ErrBusy) {
 				t.Errorf("reset while a %s holds its lock: %+v, want ErrBusy", kind, res)
 			}
-			if err := db.UnlockStream(context.Background(), conn.Conn(), h.source, "invoices", kind); err != nil {
-				t.Fatal(err)
-			}
+			release()
 		}
 		if n := h.count(`SELECT count(*) FROM erp.sync_runs WHERE kind = 'reset'`); n != 0 {
 			t.Errorf("a refused reset recorded %d runs", n)

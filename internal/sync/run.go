@@ -16,13 +16,13 @@ import (
 )
 
 // Run is one run of one stream through one login of a source: the handle
-// a stream's steps get. It reads the ERP through its View. It holds the
-// stream's lock for its whole life and writes on the lock's connection,
-// so a run whose connection is lost can write nothing more.
+// a stream's steps get. It reads the ERP through its View, whose scope
+// names the run's key (source, stream, login). It holds the stream's lock
+// for its whole life and writes on the lock's connection, so a run whose
+// connection is lost can write nothing more.
 type Run struct {
 	*View
 	runner   *Runner
-	key      db.StreamKey // source, stream, login
 	kind     model.RunKind
 	info     Info
 	conn     *pgx.Conn
@@ -46,7 +46,7 @@ type Run struct {
 // Setting is the value of one of the stream's own settings (Info.Settings)
 // for the source: configured, else its default.
 func (r *Run) Setting(key string) string {
-	if v, ok := r.target.Settings[r.key.Stream][key]; ok {
+	if v, ok := r.target.Settings[r.scope.Stream][key]; ok {
 		return v
 	}
 	for _, s := range r.info.Settings {
@@ -63,13 +63,13 @@ func (r *Run) Int(key string) (int, error) {
 	for _, s := range r.info.Settings {
 		if s.Key == key && s.Check != nil {
 			if err := s.Check(r.Setting(key)); err != nil {
-				return 0, fmt.Errorf("%s: setting %s: %w", r.key.Stream, key, err)
+				return 0, fmt.Errorf("%s: setting %s: %w", r.scope.Stream, key, err)
 			}
 		}
 	}
 	n, err := strconv.Atoi(r.Setting(key))
 	if err != nil {
-		return 0, fmt.Errorf("%s: setting %s: %q is not a whole number", r.key.Stream, key, r.Setting(key))
+		return 0, fmt.Errorf("%s: setting %s: %q is not a whole number", r.scope.Stream, key, r.Setting(key))
 	}
 	return n, nil
 }
@@ -77,7 +77,9 @@ func (r *Run) Int(key string) (int, error) {
 // AfterReset reports whether the stream was reset for the run's login
 // (erpsync reset) since its data were last complete: a stream of its own
 // that reads less than everything on later runs reads everything again.
-func (r *Run) AfterReset(ctx context.Context) (bool, error) { return db.ResetSince(ctx, r.conn, r.key) }
+func (r *Run) AfterReset(ctx context.Context) (bool, error) {
+	return db.ResetSince(ctx, r.conn, r.scope.Key)
+}
 
 // Path is p with a leading {name} replaced by the source's prefix of that
 // name; an unknown name is left as it is, to fail visibly.
@@ -142,7 +144,7 @@ func (r *Run) Drift(d ...db.Drift) { r.drift = append(r.drift, d...) }
 // counters.
 func (r *Run) Upsert(ctx context.Context, tx pgx.Tx, t *Table, rows []db.Row) (model.RunStats, error) {
 	rows = KeepLast(rows, func(row db.Row) string { return row.ID }, nil)
-	up, err := t.db.Upsert(ctx, tx, db.SweepScope{Scope: r.scope}, rows, db.UpsertOptions{})
+	up, err := t.db.Upsert(ctx, tx, r.scope, rows, db.UpsertOptions{})
 	return model.RunStats{Pages: 1, Seen: int64(len(rows)), Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
 }
 
@@ -156,9 +158,9 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 	}()
 	id, err := r.login.Client.Identity(ctx)
 	if err != nil {
-		return fmt.Errorf("%s: %w", r.key.Stream, err)
+		return fmt.Errorf("%s: %w", r.scope.Stream, err)
 	}
-	r.scope = model.Scope{Source: r.target.Source, Login: r.login.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}
+	r.scope.CompanyID, r.scope.BranchID = id.CompanyID, id.BranchID
 	if err := db.RecordLogin(ctx, r.conn, r.scope); err != nil {
 		return err
 	}
@@ -172,13 +174,13 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 	case Stepper:
 		err = r.runSteps(ctx, s)
 	default:
-		err = fmt.Errorf("%s: a stream is a *sync.List or a sync.Stepper, not %T", r.key.Stream, s)
+		err = fmt.Errorf("%s: a stream is a *sync.List or a sync.Stepper, not %T", r.scope.Stream, s)
 	}
 	if err != nil {
 		return err
 	}
 	if r.freshAt.IsZero() && r.kind == model.KindSweep { // a stream without sweeps read all it had to
-		r.freshAt, err = db.MarkComplete(ctx, r.conn, r.key)
+		r.freshAt, err = db.MarkComplete(ctx, r.conn, r.scope.Key)
 	}
 	return err
 }
@@ -187,12 +189,12 @@ func (r *Run) execute(ctx context.Context, s Stream) (err error) {
 // follow run that must sweep); busy when another session holds it, and
 // then sweep does not run.
 func (r *Run) withSweepLock(ctx context.Context, sweep func() error) (busy bool, err error) {
-	unlock, err := lockStream(ctx, r.conn, r.key.Source, r.key.Stream, model.KindSweep)
-	if err != nil || unlock == nil {
-		return unlock == nil && err == nil, err
+	release, err := db.LockStream(ctx, r.conn, r.scope.Source, r.scope.Stream, model.KindSweep)
+	if err != nil || release == nil {
+		return release == nil && err == nil, err
 	}
-	defer unlock()
-	if n, err := db.CloseAbandonedRuns(ctx, r.conn, r.key.Source, r.key.Stream, model.KindSweep); err != nil {
+	defer release()
+	if n, err := db.CloseAbandonedRuns(ctx, r.conn, r.scope.Source, r.scope.Stream, model.KindSweep); err != nil {
 		return false, err
 	} else if n > 0 {
 		r.log.Warn("closed runs left running by a process that died", "runs", n)
@@ -214,7 +216,7 @@ func (r *Run) analyze(ctx context.Context, t *db.Table, loaded int64) {
 
 func (r *Run) panicked(p any) error {
 	r.log.Error("panic in stream", "panic", p, "stack", string(debug.Stack()))
-	return fmt.Errorf("%s: panic: %v", r.key.Stream, p)
+	return fmt.Errorf("%s: panic: %v", r.scope.Stream, p)
 }
 
 // commit is the one transaction shape of every write: begin, write, the
@@ -248,25 +250,21 @@ func (r *Run) commit(ctx context.Context, p policy, bk *book, write func(ctx con
 		last = p.queue(statements, bk)
 	}
 	drift = mergeDrift(append(drift, r.drift...))
-	if r.target.DriftStop[r.key.Stream] {
-		if err := driftStops(r.key.Stream, drift); err != nil {
+	if r.target.DriftStop[r.scope.Stream] {
+		if err := driftStops(r.scope.Stream, drift); err != nil {
 			return err
 		}
 	}
-	db.QueueInsertRejected(statements, r.target.Source, r.key.Stream, r.runID, rejected)
-	db.QueueRecordDrift(statements, r.target.Source, r.key.Stream, drift)
-	if bk != nil && !last && st.Inserted+st.Updated == 0 && len(rejected) == 0 {
-		// The pages changed nothing: the transaction holds only where the
-		// walk stands, its seen-list (which a Postgres crash empties
-		// anyway), page digests (likewise) and drift counts. Its commit
-		// need not wait for the disk: should Postgres itself crash before
-		// the WAL writer flushes (a fraction of a second), the walk
-		// re-reads those unchanged pages; an erpsync crash loses nothing.
-		// The unchanged re-sync, the daemon's every-few-minutes job, no
-		// longer waits on a flush per page.
-		db.QueueNoFlush(statements)
-	}
-	if err := db.SendBatch(ctx, tx, statements, "recording the pages"); err != nil {
+	// When the pages changed nothing, the transaction holds only where the
+	// walk stands, its seen-list (which a Postgres crash empties anyway),
+	// page digests (likewise) and drift counts. Its commit need not wait
+	// for the disk: should Postgres itself crash before the WAL writer
+	// flushes (a fraction of a second), the walk re-reads those unchanged
+	// pages; an erpsync crash loses nothing. The unchanged re-sync, the
+	// daemon's every-few-minutes job, no longer waits on a flush per page.
+	noFlush := bk != nil && !last && st.Inserted+st.Updated == 0 && len(rejected) == 0
+	if err := db.SendBookkeeping(ctx, tx, statements, db.Bookkeeping{Key: r.scope.Key, Run: r.runID,
+		Rejected: rejected, Drift: drift, NoFlush: noFlush}); err != nil {
 		return err
 	}
 	var freshAt time.Time
@@ -287,9 +285,9 @@ func (r *Run) commit(ctx context.Context, p policy, bk *book, write func(ctx con
 	r.rejects, r.drift = nil, nil
 	st.Rejected += int64(len(rejected))
 	r.stats.Add(st)
-	r.runner.obs().PageCommitted(r.target.Source, r.key.Stream, st)
+	r.runner.obs().PageCommitted(r.target.Source, r.scope.Stream, st)
 	for _, d := range drift {
-		r.runner.obs().DriftCounted(r.target.Source, r.key.Stream, d.Field, d.Change, d.Count)
+		r.runner.obs().DriftCounted(r.target.Source, r.scope.Stream, d.Field, d.Change, d.Count)
 	}
 	if r.progress != nil {
 		r.progress(r.stats)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -153,15 +152,15 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 	}
 	conn := pc.Conn()
 	defer pc.Release()
-	unlock, err := lockStream(ctx, conn, t.Source, name, kind)
+	release, err := db.LockStream(ctx, conn, t.Source, name, kind)
 	if err != nil {
 		return []Result{{Kind: kind, Status: model.StatusFailed, Err: err}}
 	}
-	if unlock == nil {
+	if release == nil {
 		log.Debug("sync skipped: another process holds the stream's lock")
 		return []Result{{Kind: kind, Err: ErrBusy}}
 	}
-	defer unlock()
+	defer release()
 	if n, err := db.CloseAbandonedRuns(ctx, conn, t.Source, name, kind); err != nil {
 		return []Result{{Status: model.StatusFailed, Err: err}}
 	} else if n > 0 {
@@ -191,41 +190,15 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 	return out
 }
 
-// lockStream takes the stream's lock of a kind of run on conn; it returns
-// the unlock, or nil when another session holds the lock.
-func lockStream(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind) (func(), error) {
-	locked, err := db.TryStreamLock(ctx, conn, source, stream, kind)
-	if err != nil || !locked {
-		return nil, err
-	}
-	return func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := db.UnlockStream(uctx, conn, source, stream, kind); err != nil {
-			// Closing the session is the other way to drop the lock; the
-			// pool discards a closed connection on Release.
-			conn.Close(uctx)
-		}
-	}, nil
-}
-
 // runLogin runs the stream through one login, on the lock's connection.
 func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, t Target, l Login, s Stream, kind model.RunKind, log *slog.Logger, progress func(model.RunStats)) Result {
-	name := s.Name()
-	if err := db.CheckWritable(ctx, conn); err != nil {
-		return Result{Status: model.StatusFailed, Err: err}
-	}
-	key := db.StreamKey{Source: t.Source, Stream: name, Login: l.Name}
-	if err := db.ClaimLegacyCheckpoint(ctx, conn, key); err != nil {
-		return Result{Status: model.StatusFailed, Err: err}
-	}
-	host, _ := os.Hostname()
-	runID, err := db.StartRun(ctx, conn, key, kind, host, os.Getpid())
+	key := model.Key{Source: t.Source, Stream: s.Name(), Login: l.Name}
+	runID, err := db.StartRun(ctx, conn, key, kind)
 	if err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
 	}
-	r := &Run{View: &View{target: t, login: l, stop: stop}, runner: rn, key: key, kind: kind, info: s.Info(), conn: conn, runID: runID,
-		log: log, progress: progress}
+	r := &Run{View: &View{target: t, login: l, scope: model.Scope{Key: key}, stop: stop}, runner: rn, kind: kind, info: s.Info(),
+		conn: conn, runID: runID, log: log, progress: progress}
 	err = refusedBecause(r.execute(ctx, s), r.info.Permission)
 	if err == nil && (kind == model.KindSweep || r.swept != "") {
 		// What a run that read the whole stream warns of stands until the
@@ -334,14 +307,14 @@ func (rn *Runner) Reset(ctx context.Context, t Target, s Stream) []Result {
 	conn := pc.Conn()
 	defer pc.Release()
 	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow} {
-		unlock, err := lockStream(ctx, conn, t.Source, name, kind)
+		release, err := db.LockStream(ctx, conn, t.Source, name, kind)
 		if err != nil {
 			return []Result{{Kind: model.KindReset, Status: model.StatusFailed, Err: err}}
 		}
-		if unlock == nil {
+		if release == nil {
 			return []Result{{Kind: model.KindReset, Err: ErrBusy}}
 		}
-		defer unlock()
+		defer release()
 	}
 	var out []Result
 	for _, l := range t.Logins {
@@ -360,15 +333,8 @@ func (rn *Runner) Reset(ctx context.Context, t Target, s Stream) []Result {
 
 // resetLogin resets the stream for one login, in one transaction.
 func (rn *Runner) resetLogin(ctx context.Context, conn *pgx.Conn, t Target, l Login, s Stream) Result {
-	key := db.StreamKey{Source: t.Source, Stream: s.Name(), Login: l.Name}
-	if err := db.CheckWritable(ctx, conn); err != nil {
-		return Result{Status: model.StatusFailed, Err: err}
-	}
-	if err := db.ClaimLegacyCheckpoint(ctx, conn, key); err != nil {
-		return Result{Status: model.StatusFailed, Err: err}
-	}
-	host, _ := os.Hostname()
-	runID, err := db.StartRun(ctx, conn, key, model.KindReset, host, os.Getpid())
+	key := model.Key{Source: t.Source, Stream: s.Name(), Login: l.Name}
+	runID, err := db.StartRun(ctx, conn, key, model.KindReset)
 	if err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
 	}
@@ -381,7 +347,7 @@ func (rn *Runner) resetLogin(ctx context.Context, conn *pgx.Conn, t Target, l Lo
 			if err != nil {
 				return fmt.Errorf("%s: the login's company and branch are needed to reset it: %w", s.Name(), err)
 			}
-			scope = model.Scope{Source: t.Source, Login: l.Name, CompanyID: id.CompanyID, BranchID: id.BranchID}
+			scope = model.Scope{Key: key, CompanyID: id.CompanyID, BranchID: id.BranchID}
 		}
 		tx, err := conn.Begin(ctx)
 		if err != nil {

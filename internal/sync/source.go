@@ -121,7 +121,7 @@ func (s *pageSource) fetch(ctx context.Context) (f fetched) {
 	cursor, start := s.lister.Position()
 	answer, err := s.lister.Next(ctx)
 	if err != nil {
-		return fetched{err: fmt.Errorf("%s page %d: %w", s.run.key.Stream, n, err)}
+		return fetched{err: fmt.Errorf("%s page %d: %w", s.run.scope.Stream, n, err)}
 	}
 	s.fetched++
 	page := s.prepare(answer)

@@ -3,7 +3,6 @@ package sync
 import (
 	"bytes"
 	"context"
-	"github.com/erpsync/erpsync/internal/db"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // A panic while a page is decoded or prepared, on the prefetching
@@ -26,7 +26,7 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	for _, prefetch := range []int{0, 1, 3} {
-		r := &Run{runner: &Runner{Prefetch: prefetch}, View: &View{login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}}, key: db.StreamKey{Stream: "invoices"},
+		r := &Run{runner: &Runner{Prefetch: prefetch}, View: &View{login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}, scope: model.Scope{Key: model.Key{Stream: "invoices"}}},
 			log: slog.New(slog.NewTextHandler(&logs, nil))}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		req := erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50}
@@ -54,7 +54,7 @@ func TestPageSourcePanicIsAnError(t *testing.T) {
 	}
 
 	// Cancelled while fetching ahead: next says so, and close returns.
-	r := &Run{runner: &Runner{Prefetch: 2}, View: &View{login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}}, key: db.StreamKey{Stream: "invoices"},
+	r := &Run{runner: &Runner{Prefetch: 2}, View: &View{login: Login{Name: "erpsync", Client: client}, target: Target{PageSize: 50}, scope: model.Scope{Key: model.Key{Stream: "invoices"}}},
 		log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	src := r.newPageSource(ctx, erp.ListRequest{Path: "/sales/api/invoices/list/", Paging: erp.CursorPaged, PageSize: 50}, 0,

@@ -22,24 +22,16 @@ import (
 // load) committed in one transaction with the checkpoint. When the sweep
 // completes, the rows it did not see are marked deleted.
 func (l *List) sweepList(ctx context.Context, r *Run) error {
-	cp, err := db.LoadCheckpoint(ctx, r.conn, r.key)
+	cp, err := db.LoadCheckpoint(ctx, r.conn, r.scope.Key)
 	if err != nil {
 		return err
 	}
-	switch {
-	case cp.SweepID != 0 && l.resumable():
+	// Only a cursor says where a sweep stopped; any other paging starts
+	// over, and the unfinished sweep marks nothing.
+	if cp.SweepID != 0 && l.resumable() {
 		r.log.Info("resuming sweep", "sweep_id", cp.SweepID, "pages_done", cp.Pages, "rows_done", cp.Rows)
-	case cp.SweepID != 0:
-		// Only a cursor says where a sweep stopped; any other paging
-		// starts over, and the unfinished sweep marks nothing.
-		if err := db.AbandonSweep(ctx, r.conn, cp.SweepID); err != nil {
-			return err
-		}
-		fallthrough
-	default:
-		if cp, err = l.startSweep(ctx, r); err != nil {
-			return err
-		}
+	} else if cp, err = l.startSweep(ctx, r, cp); err != nil {
+		return err
 	}
 	restarted := false
 	for {
@@ -54,10 +46,7 @@ func (l *List) sweepList(ctx context.Context, r *Run) error {
 			cp = s.cp
 			r.log.Warn("saved cursor refused; starting a new sweep", "sweep_id", cp.SweepID, "pages_done", cp.Pages, "err", refused.Err)
 			r.Note("sweep %d: the ERP refused the saved cursor after page %d (%v); started a new sweep", cp.SweepID, cp.Pages, refused.Err)
-			if err := db.AbandonSweep(ctx, r.conn, cp.SweepID); err != nil {
-				return err
-			}
-			if cp, err = l.startSweep(ctx, r); err != nil {
+			if cp, err = l.startSweep(ctx, r, cp); err != nil {
 				return err
 			}
 			restarted = true
@@ -67,14 +56,11 @@ func (l *List) sweepList(ctx context.Context, r *Run) error {
 	}
 }
 
-// startSweep begins a sweep from the first page; on a table without rows
-// of the source it is a bulk load.
-func (l *List) startSweep(ctx context.Context, r *Run) (db.Checkpoint, error) {
-	has, err := l.table.db.HasRows(ctx, r.conn, r.target.Source)
-	if err != nil {
-		return db.Checkpoint{}, err
-	}
-	cp, err := db.StartSweep(ctx, r.conn, r.key, !has)
+// startSweep begins a sweep from the first page in place of the one was
+// has in progress, if any; on a table without rows of the source it is a
+// bulk load.
+func (l *List) startSweep(ctx context.Context, r *Run, was db.Checkpoint) (db.Checkpoint, error) {
+	cp, err := db.StartSweep(ctx, r.conn, was, l.table.db)
 	if err == nil {
 		r.log.Debug("sweep started", "sweep_id", cp.SweepID, "bulk_load", cp.BulkLoad)
 	}
@@ -113,10 +99,7 @@ func (l *List) newSweep(ctx context.Context, r *Run, cp db.Checkpoint) (*sweep, 
 	var changed []string
 	if !cp.BulkLoad && cp.LastSweepID != 0 {
 		var err error
-		if answers, err = db.PageDigests(ctx, r.conn, r.key, cp.LastSweepID); err != nil {
-			return &sweep{cp: cp}, err
-		}
-		if changed, err = l.table.db.ChangedSince(ctx, r.conn, r.key, cp.LastSweepID); err != nil {
+		if answers, changed, err = l.table.db.KnownPages(ctx, r.conn, r.scope.Key, cp.LastSweepID); err != nil {
 			return &sweep{cp: cp}, err
 		}
 	}
@@ -157,21 +140,17 @@ func (s *sweep) done(context.Context, *preparedPage) (bool, error) { return fals
 // were answered with, and their bounds.
 func (s *sweep) queue(statements *pgx.Batch, bk *book) bool {
 	s.next, s.nextTrail, s.nextAnchors, s.nextMissed = s.cp, s.trail, s.anchors, s.missed
-	if len(bk.seen) > 0 {
-		db.QueueMarkSeen(statements, s.cp.SweepID, bk.seen)
-	}
-	var rows int64
-	var digests []db.PageDigest
+	progress := db.SweepProgress{Pages: int64(len(bk.pages)), Seen: bk.seen}
 	for _, page := range bk.pages {
 		s.lists.observe(page, bk.othersListed)
-		rows += int64(len(page.rows))
+		progress.Rows += int64(len(page.rows))
 		if page.digest != nil {
-			digests = append(digests, *page.digest)
+			progress.Digests = append(progress.Digests, *page.digest)
 		}
 		s.nextTrail.extend(page.ids)
 		if len(page.ids) > 0 {
 			if !s.cp.BulkLoad {
-				db.QueueSweepBounds(statements, s.cp.SweepID, page.number, page.ids[0], page.ids[len(page.ids)-1])
+				progress.Bounds = append(progress.Bounds, db.Bound{Page: page.number, First: page.ids[0], Last: page.ids[len(page.ids)-1]})
 			}
 			at := page.at
 			at.IDs = page.ids
@@ -187,8 +166,7 @@ func (s *sweep) queue(statements *pgx.Batch, bk *book) bool {
 	}
 	end := bk.pages[len(bk.pages)-1]
 	s.next.Cursor, s.next.Order, s.next.LastID, s.next.MaxKey = end.cursor, s.nextTrail.order, s.nextTrail.last, s.nextTrail.max
-	db.QueueAdvanceCheckpoint(statements, &s.next, s.next, int64(len(bk.pages)), rows)
-	db.QueueRecordPageDigests(statements, s.cp.Key, s.cp.SweepID, digests)
+	db.QueueSweepProgress(statements, &s.next, s.next, progress)
 	return end.last
 }
 
@@ -205,7 +183,7 @@ func (s *sweep) committed(ctx context.Context, freshAt time.Time) {
 		s.run.analyze(ctx, s.list.table.db, s.cp.Rows)
 	}
 	if !freshAt.IsZero() && s.missed > 0 {
-		s.run.runner.obs().FollowMissed(s.run.target.Source, s.run.key.Stream, s.run.key.Login, s.missed)
+		s.run.runner.obs().FollowMissed(s.run.target.Source, s.run.scope.Stream, s.run.scope.Login, s.missed)
 	}
 }
 
@@ -215,24 +193,26 @@ func (s *sweep) committed(ctx context.Context, freshAt time.Time) {
 // runs, and completes it, returning when.
 func (s *sweep) end(ctx context.Context, tx pgx.Tx, bk *book) (freshAt time.Time, deleted int64, err error) {
 	cp := s.next
+	// The seen-list holds an id per row of each page read, unless Postgres
+	// emptied it in a crash; a bulk load keeps none.
+	var seen, distinct int64
+	if !cp.BulkLoad {
+		if seen, distinct, err = db.SeenCount(ctx, tx, cp.SweepID); err != nil {
+			return freshAt, 0, err
+		}
+	}
 	// The pages of this sweep are known to the next only if no id came
 	// twice in it: a row listed on two pages ends as the later copy, so
-	// the earlier page would not be as the warehouse has it. Descending
-	// lists keep none: a record added at their head moves every record
-	// after it, so their pages are never answered the same twice.
-	keep := cp.SweepID
-	if twice, err := listedTwice(ctx, tx, cp, bk.fellBack); err != nil {
-		return freshAt, 0, err
-	} else if twice || cp.Order == descending {
-		keep = 0
+	// the earlier page would not be as the warehouse has it (in a bulk
+	// load, a second copy made the COPY fall back). Descending lists keep
+	// none: a record added at their head moves every record after it, so
+	// their pages are never answered the same twice.
+	twice := distinct < cp.Rows
+	if cp.BulkLoad {
+		twice = bk.fellBack
 	}
-	if err = db.ForgetPageDigests(ctx, tx, cp.Key, keep); err != nil {
-		return freshAt, 0, err
-	}
-	if deleted, err = s.markDeletions(ctx, tx, cp, bk.pages[len(bk.pages)-1]); err != nil {
-		return freshAt, 0, err
-	}
-	if err = db.SetListScope(ctx, tx, cp.Key, s.lists.scope()); err != nil {
+	keepDigests := !twice && cp.Order != descending
+	if deleted, err = s.markDeletions(ctx, tx, cp, bk.pages[len(bk.pages)-1], seen, distinct); err != nil {
 		return freshAt, 0, err
 	}
 	if s.list.follows() {
@@ -241,45 +221,31 @@ func (s *sweep) end(ctx context.Context, tx pgx.Tx, bk *book) (freshAt time.Time
 			return freshAt, 0, err
 		}
 		orders := append([]string{cmp.Or(cp.Order, "unknown")}, f.SweepOrders...)[:min(len(f.SweepOrders)+1, 2)]
-		if err = db.SweepFollowed(ctx, tx, cp.Key, orders, listOrder(orders, f.DemotedWhy != ""), cp.MaxKey, s.nextAnchors); err != nil {
+		showed := db.Follow{SweepOrders: orders, ListOrder: listOrder(orders, f.DemotedWhy != ""), MaxKey: cp.MaxKey, Anchors: s.nextAnchors}
+		if s.nextMissed > 0 {
+			showed.DemotedWhy = fmt.Sprintf("sweep %d found %d records at or below the highest id follow runs had read, which they missed: the list is not followed until `erpsync reset %s`",
+				cp.SweepID, s.nextMissed, cp.Key.Stream)
+			s.run.Warn("%s", showed.DemotedWhy)
+		}
+		if err = db.SweepFollowed(ctx, tx, cp.Key, showed); err != nil {
 			return freshAt, 0, err
 		}
-		if s.nextMissed > 0 {
-			why := fmt.Sprintf("sweep %d found %d records at or below the highest id follow runs had read, which they missed: the list is not followed until `erpsync reset %s`",
-				cp.SweepID, s.nextMissed, cp.Key.Stream)
-			s.run.Warn("%s", why)
-			if err = db.DemoteFollow(ctx, tx, cp.Key, why); err != nil {
-				return freshAt, 0, err
-			}
-		}
 	}
-	freshAt, err = db.CompleteSweep(ctx, tx, cp)
+	freshAt, err = db.CompleteSweep(ctx, tx, cp, s.lists.scope(), keepDigests)
 	return freshAt, deleted, err
 }
 
-// listedTwice reports whether some id was on two pages of the sweep.
-func listedTwice(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, fellBack bool) (bool, error) {
-	if cp.BulkLoad { // no seen-list: a second copy made the COPY fall back
-		return fellBack, nil
-	}
-	distinct, err := db.SeenDistinct(ctx, tx, cp.SweepID)
-	return distinct < cp.Rows, err
-}
-
 // markDeletions marks the rows of the run's scope that the completed
-// sweep did not see, unless it cannot be sure it saw them all.
-func (s *sweep) markDeletions(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, end *preparedPage) (int64, error) {
+// sweep did not see, unless it cannot be sure it saw them all (seen and
+// distinct: the ids its seen-list holds, and the distinct ones).
+func (s *sweep) markDeletions(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, end *preparedPage, seen, distinct int64) (int64, error) {
 	r, table := s.run, s.list.table.db
 	// A bulk load began on a table without rows of the source, so every
 	// row there now was written by this sweep: nothing to mark.
 	if cp.BulkLoad {
 		return 0, nil
 	}
-	intact, err := db.SeenIntact(ctx, tx, cp)
-	if err != nil {
-		return 0, err
-	}
-	if !intact {
+	if seen != cp.Rows {
 		// Postgres restarted during the sweep and emptied the UNLOGGED
 		// seen-list: skipping is safe, guessing is not.
 		r.log.Warn("sweep's seen-list was lost in a database restart; not marking deletions this time", "sweep_id", cp.SweepID)
@@ -290,21 +256,17 @@ func (s *sweep) markDeletions(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, 
 		// The ERP said how long the list is. Pages read by offset can
 		// skip a record when the list shifts between two of them: a sweep
 		// that saw fewer records than stated marks nothing.
-		seen, err := db.SeenDistinct(ctx, tx, cp.SweepID)
-		if err != nil {
-			return 0, err
-		}
-		if seen < end.total {
-			r.log.Warn("sweep saw fewer records than the ERP said the list holds; not marking deletions", "seen", seen, "stated", end.total)
-			r.Note("sweep %d: deletions not marked (the ERP stated %d records, the sweep saw %d)", cp.SweepID, end.total, seen)
+		if distinct < end.total {
+			r.log.Warn("sweep saw fewer records than the ERP said the list holds; not marking deletions", "seen", distinct, "stated", end.total)
+			r.Note("sweep %d: deletions not marked (the ERP stated %d records, the sweep saw %d)", cp.SweepID, end.total, distinct)
 			return 0, nil
 		}
 	}
-	sc := db.SweepScope{Scope: r.scope, SweepID: cp.SweepID}
-	n, err := table.Gone(ctx, tx, sc, cp.SweepStarted)
+	gone, err := table.Gone(ctx, tx, r.scope, cp.SweepID, cp.SweepStarted)
 	if err != nil {
 		return 0, err
 	}
+	n := int64(len(gone))
 	if n > 0 && end.cut {
 		// The whole list was one answer without a paging signal, exactly
 		// as long as a page: the rest may never have been read.
@@ -313,7 +275,7 @@ func (s *sweep) markDeletions(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, 
 	}
 	var mark, held []string
 	if n > 0 {
-		if mark, held, err = s.moved(ctx, tx, cp, sc); err != nil {
+		if mark, held, err = s.moved(ctx, tx, cp, gone); err != nil {
 			return 0, err
 		}
 	}
@@ -343,11 +305,7 @@ func (s *sweep) markDeletions(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, 
 // moved across that boundary: it is marked only if the last sweep held it
 // too. Without a strict order, every row of a sweep of several pages is
 // such a one. A sweep of one page cannot miss a record that moved.
-func (s *sweep) moved(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, sc db.SweepScope) (mark, held []string, err error) {
-	gone, err := s.list.table.db.GoneIDs(ctx, tx, sc, cp.SweepStarted)
-	if err != nil {
-		return nil, nil, err
-	}
+func (s *sweep) moved(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, gone []string) (mark, held []string, err error) {
 	if cp.Pages <= 1 {
 		return gone, nil, nil
 	}

@@ -216,9 +216,6 @@ func unionKinds(a, b string) string {
 // (for probe).
 func (t *Table) Expected() map[string]string { return t.expect.Fields() }
 
-// DB is the table's SQL (after Validate).
-func (t *Table) DB() *db.Table { return t.db }
-
 // columnsOf lists the money columns (money), or the others.
 func (t *Table) columnsOf(money bool) []string {
 	var out []string

@@ -22,14 +22,8 @@ func CheckRecord(rec erp.Record) error {
 		return errors.New(`record contains \u0000, which Postgres jsonb cannot store`)
 	case st.LoneSurrogate:
 		return errors.New("record contains a lone UTF-16 surrogate escape, which Postgres jsonb cannot store")
-	case st.IntDigits > db.MaxNumericIntDigits:
-		return fmt.Errorf("record holds a number of %d integer digits, beyond the %d Postgres numeric holds", st.IntDigits, db.MaxNumericIntDigits)
-	case st.FracDigits > db.MaxNumericScale:
-		return fmt.Errorf("record holds a number of %d fractional digits, beyond the %d Postgres numeric holds", st.FracDigits, db.MaxNumericScale)
-	case st.Depth > db.MaxJSONDepth:
-		return fmt.Errorf("record is nested %d levels deep, beyond the %d erpsync stores", st.Depth, db.MaxJSONDepth)
 	}
-	return nil
+	return db.CheckJSON(st.IntDigits, st.FracDigits, st.Depth)
 }
 
 // KeyField returns a string or number field used as (part of) a key:

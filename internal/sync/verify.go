@@ -145,17 +145,18 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s 
 	// Both locks: neither a sweep nor a follow run writes the stream
 	// while it is compared.
 	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow} {
-		if err := waitStreamLock(ctx, conn, t.Source, name, kind, o.LockWait); err != nil {
+		release, err := waitStreamLock(ctx, conn, t.Source, name, kind, o.LockWait)
+		if err != nil {
 			return err
 		}
-		defer db.UnlockStream(context.WithoutCancel(ctx), conn, t.Source, name, kind)
+		defer release()
 	}
 	for _, l := range t.Logins {
 		id, err := l.Client.Identity(ctx)
 		if err != nil {
 			return fmt.Errorf("login %s: %w", l.Name, err)
 		}
-		v := &Verification{View: &View{target: t, login: l, scope: model.Scope{Source: t.Source, Login: l.Name,
+		v := &Verification{View: &View{target: t, login: l, scope: model.Scope{Key: model.Key{Source: t.Source, Stream: name, Login: l.Name},
 			CompanyID: id.CompanyID, BranchID: id.BranchID}}, conn: conn, comparison: comparison}
 		if err := s.Verify(ctx, v); err != nil {
 			return fmt.Errorf("login %s: %w", l.Name, err)
@@ -222,20 +223,20 @@ func (l *List) Verify(ctx context.Context, v *Verification) error {
 }
 
 // waitStreamLock takes the stream's lock, waiting up to wait while a sync
-// holds it.
-func waitStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind, wait time.Duration) error {
+// holds it, and returns its release.
+func waitStreamLock(ctx context.Context, conn *pgx.Conn, source, stream string, kind model.RunKind, wait time.Duration) (func(), error) {
 	deadline := time.Now().Add(wait)
 	for {
-		ok, err := db.TryStreamLock(ctx, conn, source, stream, kind)
-		if err != nil || ok {
-			return err
+		release, err := db.LockStream(ctx, conn, source, stream, kind)
+		if err != nil || release != nil {
+			return release, err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("a sync of %s/%s held its lock for longer than %s", source, stream, wait)
+			return nil, fmt.Errorf("a sync of %s/%s held its lock for longer than %s", source, stream, wait)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}

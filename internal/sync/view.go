@@ -25,8 +25,10 @@ type View struct {
 	stop   <-chan struct{} // nil: never stopped
 }
 
-// Scope is the source and the login, with the login's company and branch
-// context: the labels of a row whose record carries none.
+// Scope is which reading this is (source, stream, login), with the
+// login's company and branch context: the labels of a row whose record
+// carries none. A probe reads every stream through one View: its scope
+// names no stream.
 func (v *View) Scope() model.Scope { return v.scope }
 
 // Path is p with a leading {name} replaced by the source's prefix of that

@@ -147,7 +147,6 @@ func (c *committer) page(ctx context.Context, page *preparedPage) error {
 func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) error {
 	bk := &book{fellBack: c.fellBack}
 	return c.run.commit(ctx, c.policy, bk, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		sc := db.SweepScope{Scope: c.run.scope, SweepID: c.policy.seenBy()}
 		var up db.UpsertResult
 		var err error
 		switch {
@@ -157,10 +156,10 @@ func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) err
 			bk.seen = rows.ids()
 			up.Unchanged = int64(len(rows.pages[0].rows))
 		case copyNew:
-			up.Inserted, err = c.list.table.db.CopyNew(ctx, tx, sc, rows)
+			up.Inserted, err = c.list.table.db.CopyNew(ctx, tx, c.run.scope, rows)
 		default:
-			up, err = c.list.table.db.Upsert(ctx, tx, sc, rows.pages[0].rows,
-				db.UpsertOptions{TrackSeen: sc.SweepID != 0, CountOthers: len(c.run.target.Logins) > 1})
+			up, err = c.list.table.db.Upsert(ctx, tx, c.run.scope, rows.pages[0].rows,
+				db.UpsertOptions{SeenBy: c.policy.seenBy(), CountOthers: len(c.run.target.Logins) > 1})
 			c.wrote(up.Changed)
 			bk.newIDs = up.New
 		}
