@@ -62,7 +62,11 @@ func (l *List) Name() string { return l.Stream }
 
 // Info declares the list's route and table.
 func (l *List) Info() Info {
-	return Info{Route: "GET " + l.Path, Permission: l.Permission, Contract: l.Contract, Schedule: l.Schedule,
+	route := "GET " + l.Path
+	if len(l.Query) > 0 {
+		route += "?" + l.Query.Encode()
+	}
+	return Info{Route: route, Permission: l.Permission, Contract: l.Contract, Schedule: l.Schedule,
 		Follows: l.follows(), SweepSchedule: l.SweepSchedule, Core: l.Core, History: l.History, Access: l.Access, Rows: l.table,
 		Month: l.Month}
 }
