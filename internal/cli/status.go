@@ -73,7 +73,7 @@ func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
 		var sweepEvery, followEvery time.Duration
 		for _, src := range cfg.Sources {
 			if sc, ok := src.Stream(s.Stream); ok && src.Name == s.Source {
-				s.Schedule, s.SweepSchedule, s.Schedules = sc.Schedule, sc.SweepSchedule, schedulesFrom(sc)
+				s.Schedule, s.SweepSchedule, s.SchedulesFrom = sc.Schedule, sc.SweepSchedule, schedulesFrom(sc)
 				sweepEvery = interval(sc.SweepSchedule, now)
 				if sc.SweepSchedule != sc.Schedule {
 					followEvery = interval(sc.Schedule, now)
@@ -161,7 +161,7 @@ func schedules(s model.StreamStatus) string {
 	if s.SweepSchedule != "" && s.SweepSchedule != s.Schedule {
 		out = "follow " + s.Schedule + ", sweep " + s.SweepSchedule
 	}
-	return out + " (" + s.Schedules + ")"
+	return out + " (" + s.SchedulesFrom + ")"
 }
 
 func ts(t *time.Time) string {

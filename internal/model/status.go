@@ -3,19 +3,47 @@ package model
 import "time"
 
 // StreamStatus is where one key (a source's stream through one login)
-// stands: its last run and how fresh its data is. Freshness is the time of
-// the last completed sweep (or snapshot): the warehouse holds everything
-// the ERP listed then.
+// stands: its last run, its complete sweeps and, for a list that is
+// followed, its follow runs. Freshness is the time of the last completed
+// sweep (or snapshot): the warehouse holds everything the ERP listed then.
+// The groups are embedded, so that the JSON of status --json is flat.
 type StreamStatus struct {
 	Key
 	// Contract is what the API reference says of the stream's route:
 	// reviewed, unreviewed, or not stated.
-	Contract        string     `json:"contract,omitempty"`
+	Contract string `json:"contract,omitempty"`
+	Schedules
+	LastRun
+	SweepStatus
+	FollowStatus
+	// StreamWarning is what the login's last successful run warned of
+	// (a list that may be cut, an installation that ignores date_to).
+	StreamWarning string `json:"-"`
+	// Warning says what needs an operator's eye, "" when nothing does.
+	Warning string `json:"warning,omitempty"`
+}
+
+// Schedules are when the stream runs (for a list that is followed, its
+// follow runs and its complete sweeps), and where they came from: the
+// stream's defaults, or the settings that gave them.
+type Schedules struct {
+	Schedule      string `json:"schedule,omitempty"`
+	SweepSchedule string `json:"sweep_schedule,omitempty"`
+	SchedulesFrom string `json:"schedules_from,omitempty"`
+}
+
+// LastRun is the key's last run, of either kind.
+type LastRun struct {
 	LastRunStatus   RunStatus  `json:"last_run_status,omitempty"`
 	LastRunKind     RunKind    `json:"last_run_kind,omitempty"`
 	LastRunStarted  *time.Time `json:"last_run_started,omitempty"`
 	LastRunFinished *time.Time `json:"last_run_finished,omitempty"`
 	LastError       string     `json:"last_error,omitempty"`
+	Rows            int64      `json:"rows_last_run"`
+}
+
+// SweepStatus is what the key's complete sweeps say.
+type SweepStatus struct {
 	// LastSuccess is the last completed sweep: the data are as of then.
 	LastSuccess     *time.Time `json:"last_success,omitempty"`
 	FreshnessSecs   *float64   `json:"freshness_seconds,omitempty"`
@@ -23,33 +51,24 @@ type StreamStatus struct {
 	SweepPages      int64      `json:"sweep_pages"`
 	SweepRows       int64      `json:"sweep_rows"`
 	LastSweepRows   *int64     `json:"last_sweep_rows,omitempty"`
-	Rows            int64      `json:"rows_last_run"`
 	// HeldDeletions are rows the deletion guard holds (see erpsync sync
 	// --confirm-deletions).
 	HeldDeletions int64 `json:"held_deletions,omitempty"`
 	// ListScope is what the login's sweeps showed of the lists: "branch",
 	// "company" (every login of the company reads every record), or "".
 	ListScope string `json:"list_scope,omitempty"`
-	// Schedule and SweepSchedule are when the stream runs (for a list
-	// that is followed, its follow runs and its complete sweeps), and
-	// Schedules says where they came from: the stream's defaults, or the
-	// settings that gave them.
-	Schedule      string `json:"schedule,omitempty"`
-	SweepSchedule string `json:"sweep_schedule,omitempty"`
-	Schedules     string `json:"schedules_from,omitempty"`
 	// ListOrder is the order the login's last two complete sweeps agree
 	// the list's ids come in ("ascending", "descending", "unordered"; ""
 	// when they do not say): a paged list is followed in a strict order.
 	ListOrder string `json:"list_order,omitempty"`
+}
+
+// FollowStatus is what the key's follow runs say.
+type FollowStatus struct {
 	// LastFollow is when a follow run last read everything new;
 	// NewRecordsSecs how long ago that, or the last complete sweep, was;
 	// FollowSwept why the last follow run read the whole list instead.
 	LastFollow     *time.Time `json:"last_follow,omitempty"`
 	NewRecordsSecs *float64   `json:"new_records_seconds,omitempty"`
 	FollowSwept    string     `json:"follow_swept,omitempty"`
-	// StreamWarning is what the login's last successful run warned of
-	// (a list that may be cut, an installation that ignores date_to).
-	StreamWarning string `json:"-"`
-	// Warning says what needs an operator's eye, "" when nothing does.
-	Warning string `json:"warning,omitempty"`
 }
