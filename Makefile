@@ -51,7 +51,7 @@ freshness: build
 ## `erpsync run` for about 5 minutes (without -race: a report, not a timed test; ERPSYNC_FLEET_*
 ## override the sizes, ERPSYNC_FLEET_REPORT=file also writes it as markdown)
 fleet:
-	ERPSYNC_FLEET=full $(GO) test -count=1 -run '^TestFleet$$' -v -timeout 30m ./internal/e2e/
+	ERPSYNC_FLEET=full $(GO) test -count=1 -run '^TestRun$$/^KeepsAFleetExactAndFreshWithTwoReplicas$$' -v -timeout 30m ./internal/e2e/
 
 ## lint: formatting and vet
 lint:

@@ -19,86 +19,90 @@ import (
 	"github.com/erpsync/erpsync/internal/testutil"
 )
 
-// TestRunTiny runs the report behind the published figures at a tiny N
-// against a binary built from this tree, so that a change which breaks
-// the bench (a flag, an environment variable, the schema, the report's
-// arithmetic) fails here rather than on the day the figures are
-// measured. It checks the report's shape, not its figures: those mean
-// nothing at N = 300 on a shared machine.
-func TestRunTiny(t *testing.T) {
-	if testing.Short() {
-		t.Skip("bench test: builds erpsync and syncs through it; skipped with -short")
-	}
-	// The report measures the child's peak memory with GNU time(1).
-	testutil.RequireTool(t, "/usr/bin/time", "time")
-	ctx, bin, prefix := reportTest(t)
-	var out bytes.Buffer
-	err := Run(ctx, Options{AdminURL: testdb.AdminURL(), Binary: bin, Invoices: 300, Baseline: 100, Runs: 1, PageSize: 100, Prefetch: 1, DatabasePrefix: prefix}, &out)
-	report := out.String()
-	t.Logf("report:\n%s", report)
-	// At N = 300 goals may be missed: Run then says which, at the end of
-	// the whole report, and returns them.
-	var missed *GoalsMissed
-	switch {
-	case errors.As(err, &missed):
-		for _, m := range missed.Misses {
-			if !strings.Contains(report, "\ngoals missed:\n") || !strings.Contains(report, "\n  "+m+"\n") {
-				t.Errorf("goal missed %q is not in the report's list of misses", m)
+// TestRun documents Run, the report behind the published figures of `make bench`.
+func TestRun(t *testing.T) {
+	// The report at a tiny N against a binary built from this tree, so that a change
+	// which breaks the bench (a flag, an environment variable, the schema, the
+	// report's arithmetic) fails here rather than on the day the figures are measured.
+	// It checks the report's shape, not its figures: those mean nothing at N = 300 on
+	// a shared machine.
+	t.Run("ReportsEveryFigureOfABinaryBuiltFromThisTree", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("bench test: builds erpsync and syncs through it; skipped with -short")
+		}
+		// The report measures the child's peak memory with GNU time(1).
+		testutil.RequireTool(t, "/usr/bin/time", "time")
+		ctx, bin, prefix := reportTest(t)
+		var out bytes.Buffer
+		err := Run(ctx, Options{AdminURL: testdb.AdminURL(), Binary: bin, Invoices: 300, Baseline: 100, Runs: 1, PageSize: 100, Prefetch: 1, DatabasePrefix: prefix}, &out)
+		report := out.String()
+		t.Logf("report:\n%s", report)
+		// At N = 300 goals may be missed: Run then says which, at the end of
+		// the whole report, and returns them.
+		var missed *GoalsMissed
+		switch {
+		case errors.As(err, &missed):
+			for _, m := range missed.Misses {
+				if !strings.Contains(report, "\ngoals missed:\n") || !strings.Contains(report, "\n  "+m+"\n") {
+					t.Errorf("goal missed %q is not in the report's list of misses", m)
+				}
+			}
+		case err != nil:
+			t.Fatalf("Run: %v", err)
+		case !strings.HasSuffix(report, "\nevery goal met\n"):
+			t.Errorf("Run returned no miss, and the report does not end saying every goal was met")
+		}
+		for _, want := range []string{
+			"erpsync bench: 300 invoices, page size 100, prefetch 1, 1 runs",
+			"  run 1: ",
+			"medians of 1 runs, N = 300",
+			"  COPY of the same rows ",
+			"  unchanged re-sync ",
+			"  1% changed, history ",
+			"  row-by-row baseline ",
+		} {
+			if !strings.Contains(report, want) {
+				t.Errorf("the report has no %q", want)
 			}
 		}
-	case err != nil:
-		t.Fatalf("Run: %v", err)
-	case !strings.HasSuffix(report, "\nevery goal met\n"):
-		t.Errorf("Run returned no miss, and the report does not end saying every goal was met")
-	}
-	for _, want := range []string{
-		"erpsync bench: 300 invoices, page size 100, prefetch 1, 1 runs",
-		"  run 1: ",
-		"medians of 1 runs, N = 300",
-		"  COPY of the same rows ",
-		"  unchanged re-sync ",
-		"  1% changed, history ",
-		"  row-by-row baseline ",
-	} {
-		if !strings.Contains(report, want) {
-			t.Errorf("the report has no %q", want)
+		m := regexp.MustCompile(`(?m)^  sync / COPY +(\S+) `).FindStringSubmatch(report)
+		if m == nil {
+			t.Fatalf("the report has no sync / COPY ratio")
 		}
-	}
-	m := regexp.MustCompile(`(?m)^  sync / COPY +(\S+) `).FindStringSubmatch(report)
-	if m == nil {
-		t.Fatalf("the report has no sync / COPY ratio")
-	}
-	if ratio, err := strconv.ParseFloat(m[1], 64); err != nil || ratio <= 0 || math.IsInf(ratio, 0) {
-		t.Errorf("sync / COPY = %q (%v), want a positive number", m[1], err)
-	}
-	for _, bad := range []string{"NaN", "Inf", "error"} {
-		if strings.Contains(report, bad) {
-			t.Errorf("the report shows %q", bad)
+		if ratio, err := strconv.ParseFloat(m[1], 64); err != nil || ratio <= 0 || math.IsInf(ratio, 0) {
+			t.Errorf("sync / COPY = %q (%v), want a positive number", m[1], err)
 		}
-	}
-	// One change in a hundred of 300 invoices, with history: 3 versions.
-	if m := regexp.MustCompile(`1% changed, history +\S+ s +(\d+) versions kept`).FindStringSubmatch(report); m == nil || m[1] != "3" {
-		t.Errorf("versions kept by the 1%% change: %v, want 3", m)
-	}
-	if left := benchDatabases(t, prefix); len(left) > 0 {
-		t.Errorf("the bench left its databases behind: %v", left)
-	}
+		for _, bad := range []string{"NaN", "Inf", "error"} {
+			if strings.Contains(report, bad) {
+				t.Errorf("the report shows %q", bad)
+			}
+		}
+		// One change in a hundred of 300 invoices, with history: 3 versions.
+		if m := regexp.MustCompile(`1% changed, history +\S+ s +(\d+) versions kept`).FindStringSubmatch(report); m == nil || m[1] != "3" {
+			t.Errorf("versions kept by the 1%% change: %v, want 3", m)
+		}
+		if left := benchDatabases(t, prefix); len(left) > 0 {
+			t.Errorf("the bench left its databases behind: %v", left)
+		}
+	})
 }
 
-// The goals of the sync figures, missed as the report prints them.
 func TestSyncMisses(t *testing.T) {
-	if m := syncMisses(1.20, 1.0, 0.50, 20.0); m != nil {
-		t.Errorf("every figure at its goal: misses %v, want none", m)
-	}
-	if m := syncMisses(1.204, 1.0004, 0.504, 19.96); m != nil {
-		t.Errorf("every figure printed at its goal: misses %v, want none", m)
-	}
-	m := syncMisses(1.33, 2.5, 0.61, 12.3)
-	want := []string{"sync / COPY 1.33 (goal <= 1.20)", "unchanged re-sync WAL 2.500% of the first sync (goal <= 1%)",
-		"re-sync / full sync 0.61 (goal <= 0.50)", "speed-up over the row-by-row baseline 12.3x (goal >= 20x)"}
-	if !slices.Equal(m, want) {
-		t.Errorf("misses %q, want %q", m, want)
-	}
+	// The goals of the sync figures, missed as the report prints them.
+	t.Run("MissesAGoalOnlyWhenTheFigureAsPrintedIsPastIt", func(t *testing.T) {
+		if m := syncMisses(1.20, 1.0, 0.50, 20.0); m != nil {
+			t.Errorf("every figure at its goal: misses %v, want none", m)
+		}
+		if m := syncMisses(1.204, 1.0004, 0.504, 19.96); m != nil {
+			t.Errorf("every figure printed at its goal: misses %v, want none", m)
+		}
+		m := syncMisses(1.33, 2.5, 0.61, 12.3)
+		want := []string{"sync / COPY 1.33 (goal <= 1.20)", "unchanged re-sync WAL 2.500% of the first sync (goal <= 1%)",
+			"re-sync / full sync 0.61 (goal <= 0.50)", "speed-up over the row-by-row baseline 12.3x (goal >= 20x)"}
+		if !slices.Equal(m, want) {
+			t.Errorf("misses %q, want %q", m, want)
+		}
+	})
 }
 
 // reportTest prepares a test that runs a report: the database server

@@ -23,111 +23,115 @@ import (
 
 const warehouseJSON = "../../deploy/grafana/warehouse.json"
 
-// The report asks every invoice panel of the shipped dashboard: those on the invoice's date over
-// the data's year and its last 30 days, the changes over the re-sync's range; the limit is the
-// same SQL on the typed copies.
 func TestInvoiceCases(t *testing.T) {
-	d, err := dashboards.Load(warehouseJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 12, 31, 23, 59, 59, 999e6, time.UTC)
-	changed := dashboards.TimeRange{From: time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 26, 8, 0, 20, 0, time.UTC)}
-	cases, err := invoiceCases(d, "default", now, changed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		"Revenue per month and currency, 2026-01-01..2026-12-31",
-		"Revenue per month and currency, 2026-12-01..2026-12-31 (30d)",
-		"Largest customers, 2026-01-01..2026-12-31",
-		"Largest customers, 2026-12-01..2026-12-31 (30d)",
-		"Invoices changed or deleted this week, 1% re-sync 08:00:00..08:00:20",
-	}
-	var got []string
-	for _, c := range cases {
-		got = append(got, c.title+", "+c.label)
-		if !strings.Contains(c.sql, "source IN ('default')") || invoiceTable.MatchString(c.limitSQL) || !strings.Contains(c.limitSQL, limitSchema+".invoices") {
-			t.Errorf("%s, %s:\n%s\nlimit:\n%s", c.title, c.label, c.sql, c.limitSQL)
+	// The report asks every invoice panel of the shipped dashboard: those on the invoice's date over
+	// the data's year and its last 30 days, the changes over the re-sync's range; the limit is the
+	// same SQL on the typed copies.
+	t.Run("AskEveryInvoicePanelOfTheShippedDashboard", func(t *testing.T) {
+		d, err := dashboards.Load(warehouseJSON)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("cases:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if !strings.Contains(cases[4].sql, "synced_at BETWEEN '2026-11-26T08:00:00Z' AND '2026-11-26T08:00:20Z'") {
-		t.Errorf("the changes panel is not asked about the re-sync:\n%s", cases[4].sql)
-	}
+		now := time.Date(2026, 12, 31, 23, 59, 59, 999e6, time.UTC)
+		changed := dashboards.TimeRange{From: time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 26, 8, 0, 20, 0, time.UTC)}
+		cases, err := invoiceCases(d, "default", now, changed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"Revenue per month and currency, 2026-01-01..2026-12-31",
+			"Revenue per month and currency, 2026-12-01..2026-12-31 (30d)",
+			"Largest customers, 2026-01-01..2026-12-31",
+			"Largest customers, 2026-12-01..2026-12-31 (30d)",
+			"Invoices changed or deleted this week, 1% re-sync 08:00:00..08:00:20",
+		}
+		var got []string
+		for _, c := range cases {
+			got = append(got, c.title+", "+c.label)
+			if !strings.Contains(c.sql, "source IN ('default')") || invoiceTable.MatchString(c.limitSQL) || !strings.Contains(c.limitSQL, limitSchema+".invoices") {
+				t.Errorf("%s, %s:\n%s\nlimit:\n%s", c.title, c.label, c.sql, c.limitSQL)
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("cases:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if !strings.Contains(cases[4].sql, "synced_at BETWEEN '2026-11-26T08:00:00Z' AND '2026-11-26T08:00:20Z'") {
+			t.Errorf("the changes panel is not asked about the re-sync:\n%s", cases[4].sql)
+		}
+	})
 }
 
-// The panel report runs on a small warehouse (not timed): every login's answer equals the
-// limit's, and the scoped login's revenue panel reaches the date index.
 func TestPanelReport(t *testing.T) {
-	dbURL := testdb.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	pool, err := db.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	sim := erpsim.New(erpsim.Options{Invoices: 2000})
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	client, err := erp.New(erp.Options{BaseURL: srv.URL, Username: "erpsync", Password: "erpsync-demo-password"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
-	invoices, _ := streams.MustDefault().Lookup("invoices")
-	runner := &sync.Runner{Pool: pool, Prefetch: 1}
-	target := sync.Target{Source: "default", Logins: []sync.Login{{Name: "erpsync", Client: client}}, PageSize: 500}
-	syncInvoices := func() {
-		t.Helper()
-		if res := runner.Run(ctx, nil, target, invoices, nil)[0]; res.Err != nil || res.Status != model.StatusSucceeded {
-			t.Fatalf("sync: %s: %v", res.Status, res.Err)
+	// The panel report runs on a small warehouse (not timed): every login's answer equals the
+	// limit's, and the scoped login's revenue panel reaches the date index.
+	t.Run("FindsEveryLoginsAnswerEqualToTheLimitsAndTheDateIndexUsed", func(t *testing.T) {
+		dbURL := testdb.New(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		pool, err := db.Open(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	syncInvoices()
-	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
-		for j := 1; j < len(inv); j += 100 {
-			inv[j].TotalBC = inv[j].TotalBC.Add(decimal.New(1, -2))
+		defer pool.Close()
+		sim := erpsim.New(erpsim.Options{Invoices: 2000})
+		srv := httptest.NewServer(sim)
+		defer srv.Close()
+		client, err := erp.New(erp.Options{BaseURL: srv.URL, Username: "erpsync", Password: "erpsync-demo-password"})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return inv
-	})
-	admin, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	var changed dashboards.TimeRange
-	changed.From = dbClock(ctx, admin).Truncate(time.Millisecond)
-	syncInvoices()
-	changed.To = dbClock(ctx, admin).Truncate(time.Millisecond).Add(time.Millisecond)
+		defer client.Close(context.Background())
+		invoices, _ := streams.MustDefault().Lookup("invoices")
+		runner := &sync.Runner{Pool: pool, Prefetch: 1}
+		target := sync.Target{Source: "default", Logins: []sync.Login{{Name: "erpsync", Client: client}}, PageSize: 500}
+		syncInvoices := func() {
+			t.Helper()
+			if res := runner.Run(ctx, nil, target, invoices, nil)[0]; res.Err != nil || res.Status != model.StatusSucceeded {
+				t.Fatalf("sync: %s: %v", res.Status, res.Err)
+			}
+		}
+		syncInvoices()
+		sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+			for j := 1; j < len(inv); j += 100 {
+				inv[j].TotalBC = inv[j].TotalBC.Add(decimal.New(1, -2))
+			}
+			return inv
+		})
+		admin, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close(ctx)
+		var changed dashboards.TimeRange
+		changed.From = dbClock(ctx, admin).Truncate(time.Millisecond)
+		syncInvoices()
+		changed.To = dbClock(ctx, admin).Truncate(time.Millisecond).Add(time.Millisecond)
 
-	o := Options{AdminURL: testdb.AdminURL(), Invoices: 2000, Dashboard: warehouseJSON, PanelRuns: 1, Explain: true}
-	var out bytes.Buffer
-	misses, err := o.panelReport(ctx, dbURL, changed, &out)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	// The misses returned are those printed.
-	if met := strings.Contains(out.String(), "every panel meets the goal"); met != (len(misses) == 0) {
-		t.Errorf("the report says every panel meets the goal: %v, but %d misses were returned: %v", met, len(misses), misses)
-	}
-	for _, m := range misses {
-		if !strings.Contains(out.String(), "    "+m+"\n") {
-			t.Errorf("miss %q returned but not printed", m)
+		o := Options{AdminURL: testdb.AdminURL(), Invoices: 2000, Dashboard: warehouseJSON, PanelRuns: 1, Explain: true}
+		var out bytes.Buffer
+		misses, err := o.panelReport(ctx, dbURL, changed, &out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
 		}
-	}
-	t.Log(out.String())
-	for _, want := range []string{"Revenue per month and currency, 2026-01-01..2026-12-31", "Invoices changed or deleted this week, 1% re-sync",
-		"yes: Bitmap Index Scan using invoices_source_date", "erp.invoices_as_of(now())"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the report has no %q", want)
+		// The misses returned are those printed.
+		if met := strings.Contains(out.String(), "every panel meets the goal"); met != (len(misses) == 0) {
+			t.Errorf("the report says every panel meets the goal: %v, but %d misses were returned: %v", met, len(misses), misses)
 		}
-	}
-	var roles int
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname LIKE 'erpsync\_bench\_%'`).Scan(&roles); err != nil || roles != 0 {
-		t.Errorf("%d bench logins left behind (%v)", roles, err)
-	}
+		for _, m := range misses {
+			if !strings.Contains(out.String(), "    "+m+"\n") {
+				t.Errorf("miss %q returned but not printed", m)
+			}
+		}
+		t.Log(out.String())
+		for _, want := range []string{"Revenue per month and currency, 2026-01-01..2026-12-31", "Invoices changed or deleted this week, 1% re-sync",
+			"yes: Bitmap Index Scan using invoices_source_date", "erp.invoices_as_of(now())"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("the report has no %q", want)
+			}
+		}
+		var roles int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname LIKE 'erpsync\_bench\_%'`).Scan(&roles); err != nil || roles != 0 {
+			t.Errorf("%d bench logins left behind (%v)", roles, err)
+		}
+	})
 }

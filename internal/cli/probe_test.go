@@ -9,90 +9,99 @@ import (
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 )
 
-// TestProbe: against an installation that refuses one route, lacks
-// another, answers a third in an unknown shape and sends drifted fields
-// on a fourth, probe says so per stream (with the permission a 403 needs)
-// and exits 1; against a plain one it says all is usable and exits 0. It
-// writes nothing to the ERP.
+// TestProbe documents `erpsync probe`: one small read of each stream's
+// route through each login, saying whether it is usable and if not, why.
 func TestProbe(t *testing.T) {
 	t.Parallel()
 	sim, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword})
 	streams := "ERPSYNC_STREAMS=invoices,currencies,cashboxes,journal_entries,payment_vouchers,journal_lines,balance_sheet,cashbox_access,messaging_stats"
 	env := environ(erpEnv(simURL, "", goodPassword, streams)...)
 
-	r := runMain(t, env, "probe")
-	if r.code != exitOK || strings.Count(r.stdout, "usable") != 9 {
-		t.Fatalf("probe of a plain installation: want exit 0 and 9 usable streams\n%s", r)
+	if !t.Run("SaysEveryStreamIsUsableOnAPlainInstallation", func(t *testing.T) {
+		r := runMain(t, env, "probe")
+		if r.code != exitOK || strings.Count(r.stdout, "usable") != 9 {
+			t.Fatalf("probe of a plain installation: want exit 0 and 9 usable streams\n%s", r)
+		}
+	}) {
+		return
 	}
 
-	sim.SetRouteStatus("/accounts/api/journal-entries/", http.StatusForbidden)
-	sim.SetRouteStatus("/accounts/api/payment-vouchers/", http.StatusNotFound)
-	sim.SetUnknownEnvelope("/accounts/api/cashboxes/", true)
-	sim.SetFieldDrift("/sales/api/invoices/list/", map[string]json.RawMessage{"discount_bc": json.RawMessage(`"1.00"`)}, []string{"status"})
-	r = runMain(t, env, "probe", "--json")
-	if r.code != exitFailed {
-		t.Fatalf("probe with broken routes: exit %d, want 1\n%s", r.code, r)
-	}
-	var lines []struct {
-		Stream     string   `json:"stream"`
-		Status     int      `json:"status"`
-		Problem    string   `json:"problem"`
-		Usable     bool     `json:"usable"`
-		Envelope   string   `json:"envelope"`
-		Paging     []string `json:"paging"`
-		Missing    []string `json:"missing"`
-		Unexpected []string `json:"unexpected"`
-		WithID     int      `json:"with_id"`
-		Records    int      `json:"records"`
-		Money      []struct {
-			Field  string `json:"field"`
-			Parsed int    `json:"parsed"`
-			Scales []int  `json:"scales"`
-		} `json:"money"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &lines); err != nil {
-		t.Fatalf("probe --json: %v\n%s", err, r)
-	}
-	by := map[string]int{}
-	for i, l := range lines {
-		by[l.Stream] = i
-	}
-	check := func(stream string, ok bool, status int, problem string) {
-		t.Helper()
-		i, found := by[stream]
-		if !found {
-			t.Fatalf("no line for %s", stream)
+	// Against an installation that refuses one route, lacks another,
+	// answers a third in an unknown shape and sends drifted fields on a
+	// fourth, probe says so per stream (with the permission a 403 needs)
+	// and exits 1. It writes nothing to the ERP.
+	t.Run("SaysPerStreamWhyARouteIsUnusableWritingNothing", func(t *testing.T) {
+		sim.SetRouteStatus("/accounts/api/journal-entries/", http.StatusForbidden)
+		sim.SetRouteStatus("/accounts/api/payment-vouchers/", http.StatusNotFound)
+		sim.SetUnknownEnvelope("/accounts/api/cashboxes/", true)
+		sim.SetFieldDrift("/sales/api/invoices/list/", map[string]json.RawMessage{"discount_bc": json.RawMessage(`"1.00"`)}, []string{"status"})
+		r := runMain(t, env, "probe", "--json")
+		if r.code != exitFailed {
+			t.Fatalf("probe with broken routes: exit %d, want 1\n%s", r.code, r)
 		}
-		if l := lines[i]; l.Usable != ok || l.Status != status || !strings.Contains(l.Problem, problem) {
-			t.Errorf("%s: usable %v, status %d, problem %q; want %v, %d, %q", stream, l.Usable, l.Status, l.Problem, ok, status, problem)
+		var lines []struct {
+			Stream     string   `json:"stream"`
+			Status     int      `json:"status"`
+			Problem    string   `json:"problem"`
+			Usable     bool     `json:"usable"`
+			Envelope   string   `json:"envelope"`
+			Paging     []string `json:"paging"`
+			Missing    []string `json:"missing"`
+			Unexpected []string `json:"unexpected"`
+			WithID     int      `json:"with_id"`
+			Records    int      `json:"records"`
+			Money      []struct {
+				Field  string `json:"field"`
+				Parsed int    `json:"parsed"`
+				Scales []int  `json:"scales"`
+			} `json:"money"`
 		}
-	}
-	// A 403 names every cause the reference gives.
-	check("journal_entries", false, 403, "lacks accounts.journal.view, or the ERP's licence does not cover the route, or the login's company or branch context")
-	check("payment_vouchers", false, 404, "route absent")
-	check("cashboxes", false, 200, "unknown list envelope")
-	check("journal_lines", false, 403, "lacks accounts.journal.view")
-	check("invoices", true, 200, "")
-	check("currencies", true, 200, "")
-	inv := lines[by["invoices"]]
-	if inv.Envelope != "data" || !strings.Contains(strings.Join(inv.Paging, " "), "next_cursor") || inv.WithID != inv.Records || inv.Records == 0 {
-		t.Errorf("invoices: %+v", inv)
-	}
-	if strings.Join(inv.Missing, ",") != "status" || strings.Join(inv.Unexpected, ",") != "discount_bc" {
-		t.Errorf("invoices drift: missing %v, unexpected %v; want [status], [discount_bc]", inv.Missing, inv.Unexpected)
-	}
-	if len(inv.Money) != 1 || inv.Money[0].Field != "total_bc" || inv.Money[0].Parsed != inv.Records {
-		t.Errorf("invoices money: %+v", inv.Money)
-	}
-	for _, req := range sim.Requests() {
-		if req.Method != http.MethodGet && req.Path != "/api/auth/token/" && req.Path != "/api/auth/revoke/" {
-			t.Errorf("probe sent %s %s", req.Method, req.Path)
+		if err := json.Unmarshal([]byte(r.stdout), &lines); err != nil {
+			t.Fatalf("probe --json: %v\n%s", err, r)
 		}
-	}
+		by := map[string]int{}
+		for i, l := range lines {
+			by[l.Stream] = i
+		}
+		check := func(stream string, ok bool, status int, problem string) {
+			t.Helper()
+			i, found := by[stream]
+			if !found {
+				t.Fatalf("no line for %s", stream)
+			}
+			if l := lines[i]; l.Usable != ok || l.Status != status || !strings.Contains(l.Problem, problem) {
+				t.Errorf("%s: usable %v, status %d, problem %q; want %v, %d, %q", stream, l.Usable, l.Status, l.Problem, ok, status, problem)
+			}
+		}
+		// A 403 names every cause the reference gives.
+		check("journal_entries", false, 403, "lacks accounts.journal.view, or the ERP's licence does not cover the route, or the login's company or branch context")
+		check("payment_vouchers", false, 404, "route absent")
+		check("cashboxes", false, 200, "unknown list envelope")
+		check("journal_lines", false, 403, "lacks accounts.journal.view")
+		check("invoices", true, 200, "")
+		check("currencies", true, 200, "")
+		inv := lines[by["invoices"]]
+		if inv.Envelope != "data" || !strings.Contains(strings.Join(inv.Paging, " "), "next_cursor") || inv.WithID != inv.Records || inv.Records == 0 {
+			t.Errorf("invoices: %+v", inv)
+		}
+		if strings.Join(inv.Missing, ",") != "status" || strings.Join(inv.Unexpected, ",") != "discount_bc" {
+			t.Errorf("invoices drift: missing %v, unexpected %v; want [status], [discount_bc]", inv.Missing, inv.Unexpected)
+		}
+		if len(inv.Money) != 1 || inv.Money[0].Field != "total_bc" || inv.Money[0].Parsed != inv.Records {
+			t.Errorf("invoices money: %+v", inv.Money)
+		}
+		for _, req := range sim.Requests() {
+			if req.Method != http.MethodGet && req.Path != "/api/auth/token/" && req.Path != "/api/auth/revoke/" {
+				t.Errorf("probe sent %s %s", req.Method, req.Path)
+			}
+		}
 
-	// A refused login says so once, instead of a line per stream.
-	r = runMain(t, environ(erpEnv(simURL, "", wrongPassword, streams)...), "probe")
-	if r.code != exitFailed || !strings.Contains(r.stdout, "credentials were refused") || strings.Contains(r.combined(), wrongPassword) {
-		t.Errorf("probe with a wrong password\n%s", r)
-	}
+	})
+
+	t.Run("SaysOnceThatALoginIsRefusedInsteadOfALinePerStream", func(t *testing.T) {
+		r := runMain(t, environ(erpEnv(simURL, "", wrongPassword, streams)...), "probe")
+		if r.code != exitFailed || !strings.Contains(r.stdout, "credentials were refused") || strings.Contains(r.combined(), wrongPassword) {
+			t.Errorf("probe with a wrong password\n%s", r)
+		}
+	})
 }

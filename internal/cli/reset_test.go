@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
-func TestResetAndFollowCommands(t *testing.T) {
+// TestReset documents `erpsync reset`: a stream started over for a login,
+// every row and version kept, so that its next run reads everything again.
+func TestReset(t *testing.T) {
 	t.Parallel()
 	_, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 75, PageSizeCap: 50})
 	dbURL := testdb.New(t)
@@ -16,29 +21,34 @@ func TestResetAndFollowCommands(t *testing.T) {
 	if r := runMain(t, env, "sync", "invoices"); r.code != exitOK {
 		t.Fatalf("sync: %s", r)
 	}
-
-	t.Run("sync --follow refuses a stream that cannot be followed", func(t *testing.T) {
-		r := runMain(t, env, "sync", "--follow", "cashboxes")
-		if r.code != exitUsage || !strings.Contains(r.stderr, "cashboxes cannot be followed") {
-			t.Errorf("want exit 2 naming cashboxes: %s", r)
+	pool := testdb.ObserverPool(t, dbURL)
+	key := model.Key{Source: "default", Stream: "invoices", Login: "erpsync"}
+	// knownPages is what lets a sweep skip the pages it was answered
+	// before: the login's page digests.
+	knownPages := func(t *testing.T) int64 {
+		t.Helper()
+		var n int64
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $3`,
+			key.Source, key.Stream, key.Login).Scan(&n); err != nil {
+			t.Fatal(err)
 		}
-	})
+		return n
+	}
+	if n := knownPages(t); n == 0 {
+		t.Fatalf("no page digest after a sync: the test cannot show that reset forgets them")
+	}
 
-	t.Run("sync --follow runs a follow run", func(t *testing.T) {
-		r := runMain(t, env, "sync", "--follow", "invoices")
-		if r.code != exitOK || !strings.Contains(r.stderr, "kind=follow") {
-			t.Errorf("want exit 0 and a follow run in the log: %s", r)
-		}
-	})
-
-	t.Run("reset asks for confirmation where there is no terminal", func(t *testing.T) {
+	t.Run("AsksForConfirmationWhereThereIsNoTerminal", func(t *testing.T) {
 		r := runMain(t, env, "reset", "invoices")
 		if r.code != exitUsage || !strings.Contains(r.stderr, "--yes") {
 			t.Errorf("want exit 2 asking for --yes: %s", r)
 		}
+		if reset, err := db.ResetSince(context.Background(), pool, key); err != nil || reset {
+			t.Errorf("reset without confirmation: the stream was reset (%v)", err)
+		}
 	})
 
-	t.Run("reset --yes resets, and the next run reads everything", func(t *testing.T) {
+	t.Run("ResetsWithYesAndTheNextRunReadsEverything", func(t *testing.T) {
 		r := runMain(t, env, "reset", "invoices", "--yes")
 		if r.code != exitOK || !strings.Contains(r.stdout, "default/invoices (erpsync): reset") {
 			t.Fatalf("want exit 0 and the login reset: %s", r)
@@ -47,9 +57,23 @@ func TestResetAndFollowCommands(t *testing.T) {
 		if r.code != exitOK {
 			t.Fatalf("status: %s", r)
 		}
+		// The next run reads everything again: nothing marks a page as
+		// known, and the stream counts as reset until a sweep completes.
+		if reset, err := db.ResetSince(context.Background(), pool, key); err != nil || !reset {
+			t.Errorf("after reset --yes: reset since the last complete sweep %v (%v), want true", reset, err)
+		}
+		if n := knownPages(t); n != 0 {
+			t.Errorf("after reset --yes: %d page digests left, want none", n)
+		}
+		if r := runMain(t, env, "sync", "invoices"); r.code != exitOK {
+			t.Fatalf("sync after the reset: %s", r)
+		}
+		if reset, err := db.ResetSince(context.Background(), pool, key); err != nil || reset {
+			t.Errorf("after the next sync: still reset (%v); its sweep read everything and completed", err)
+		}
 	})
 
-	t.Run("reset names an unknown login", func(t *testing.T) {
+	t.Run("NamesAnUnknownLogin", func(t *testing.T) {
 		r := runMain(t, env, "reset", "invoices", "--login", "nobody", "--yes")
 		if r.code != exitUsage || !strings.Contains(r.stderr, "with login nobody") {
 			t.Errorf("want exit 2 naming the login: %s", r)

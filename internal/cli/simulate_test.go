@@ -21,58 +21,190 @@ import (
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
-// TestSimulateFlags: each bad value is refused before anything listens,
-// exit 2, with a message naming the flag and the value; good values
-// become the simulator's options.
-func TestSimulateFlags(t *testing.T) {
+// TestSimulate documents `erpsync simulate`, the ERP simulator served for docker-
+// compose and manual tests.
+func TestSimulate(t *testing.T) {
 	t.Parallel()
-	bad := []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--branches", "1,x"}, `--branches: "x" is not a branch id`},
-		{[]string{"--branches", "0"}, `--branches: "0" is not a branch id`},
-		{[]string{"--branches", "2,1,2"}, `--branches: branch 2 is named twice in "2,1,2"`},
-		{[]string{"--lists", "team"}, `--lists: "team" is not one of branch, company`},
-		{[]string{"--labels", "names"}, `--labels: "names" is not one of ids, none, objects`},
-		{[]string{"--order", "newest"}, `--order: "newest" is not one of asc, desc, unordered`},
-		{[]string{"--cursor", "page"}, `--cursor: "page" is not one of key, position`},
-		{[]string{"--envelope", "xml"}, `--envelope: "xml" is not one of data, array, results, datatables`},
-		{[]string{"--invoices", "-1"}, `--invoices: -1 is negative`},
-		{[]string{"--page-size-cap", "0"}, `--page-size-cap: 0 is not a page size`},
-		{[]string{"--latency", "-1s"}, `--latency: -1s is negative`},
-		{[]string{"--token-ttl", "0s"}, `--token-ttl: 0s is not a lifetime`},
-		{[]string{"--new-invoice-every", "-10s"}, `--new-invoice-every: -10s is negative`},
-		{[]string{"--new-journal-entry-every", "-1m"}, `--new-journal-entry-every: -1m0s is negative`},
-		{[]string{"--drop-every", "-2"}, `--drop-every: -2 is negative`},
-		{[]string{"--new-invoice-every", "soon"}, `invalid value "soon" for flag -new-invoice-every`},
-		{[]string{"invoices"}, `unexpected argument "invoices"`},
-	}
-	for _, tc := range bad {
-		r := runMain(t, nil, append([]string{"simulate", "--addr", "127.0.0.1:0"}, tc.args...)...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("simulate %s: want exit 2 and %q\n%s", strings.Join(tc.args, " "), tc.want, r)
+	// Each bad value is refused before anything listens, exit 2, with a message naming
+	// the flag and the value; good values become the simulator's options.
+	t.Run("RefusesABadFlagValueBeforeListeningAndTakesGoodOnes", func(t *testing.T) {
+		t.Parallel()
+		bad := []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--branches", "1,x"}, `--branches: "x" is not a branch id`},
+			{[]string{"--branches", "0"}, `--branches: "0" is not a branch id`},
+			{[]string{"--branches", "2,1,2"}, `--branches: branch 2 is named twice in "2,1,2"`},
+			{[]string{"--lists", "team"}, `--lists: "team" is not one of branch, company`},
+			{[]string{"--labels", "names"}, `--labels: "names" is not one of ids, none, objects`},
+			{[]string{"--order", "newest"}, `--order: "newest" is not one of asc, desc, unordered`},
+			{[]string{"--cursor", "page"}, `--cursor: "page" is not one of key, position`},
+			{[]string{"--envelope", "xml"}, `--envelope: "xml" is not one of data, array, results, datatables`},
+			{[]string{"--invoices", "-1"}, `--invoices: -1 is negative`},
+			{[]string{"--page-size-cap", "0"}, `--page-size-cap: 0 is not a page size`},
+			{[]string{"--latency", "-1s"}, `--latency: -1s is negative`},
+			{[]string{"--token-ttl", "0s"}, `--token-ttl: 0s is not a lifetime`},
+			{[]string{"--new-invoice-every", "-10s"}, `--new-invoice-every: -10s is negative`},
+			{[]string{"--new-journal-entry-every", "-1m"}, `--new-journal-entry-every: -1m0s is negative`},
+			{[]string{"--drop-every", "-2"}, `--drop-every: -2 is negative`},
+			{[]string{"--new-invoice-every", "soon"}, `invalid value "soon" for flag -new-invoice-every`},
+			{[]string{"invoices"}, `unexpected argument "invoices"`},
 		}
-	}
+		for _, tc := range bad {
+			r := runMain(t, nil, append([]string{"simulate", "--addr", "127.0.0.1:0"}, tc.args...)...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("simulate %s: want exit 2 and %q\n%s", strings.Join(tc.args, " "), tc.want, r)
+			}
+		}
 
-	e := &command{args: strings.Fields("--branches 3,1 --lists branch --labels objects --order desc --cursor key --invoices 0 --new-invoice-every 10s")}
-	sm, err := e.simulationFlags()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := sm.opts
-	if o.ListScope != erpsim.ScopeBranch || o.RecordLabels != erpsim.LabelsObjects || o.ListOrder != erpsim.OrderNewestFirst ||
-		o.CursorKind != erpsim.CursorLastKey || o.Invoices != -1 || sm.newInvoiceEvery != 10*time.Second || o.BranchID != 3 ||
-		len(o.Users) != 2 || o.Users[0] != branchUser(3) || o.Users[1].Username != "erpsync-branch-1" || o.Users[1].BranchID != 1 {
-		t.Fatalf("options %+v", sm)
-	}
-	if sim := erpsim.New(o); len(sim.Invoices()) != 0 {
-		t.Fatalf("--invoices 0 serves %d invoices", len(sim.Invoices()))
-	}
-	e = &command{}
-	if sm, err := e.simulationFlags(); err != nil || sm.opts.Users != nil || sm.opts.Invoices != 1000 || sm.opts.ListOrder != erpsim.OrderOldestFirst {
-		t.Fatalf("defaults %+v %v", sm, err)
-	}
+		e := &command{args: strings.Fields("--branches 3,1 --lists branch --labels objects --order desc --cursor key --invoices 0 --new-invoice-every 10s")}
+		sm, err := e.simulationFlags()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := sm.opts
+		if o.ListScope != erpsim.ScopeBranch || o.RecordLabels != erpsim.LabelsObjects || o.ListOrder != erpsim.OrderNewestFirst ||
+			o.CursorKind != erpsim.CursorLastKey || o.Invoices != -1 || sm.newInvoiceEvery != 10*time.Second || o.BranchID != 3 ||
+			len(o.Users) != 2 || o.Users[0] != branchUser(3) || o.Users[1].Username != "erpsync-branch-1" || o.Users[1].BranchID != 1 {
+			t.Fatalf("options %+v", sm)
+		}
+		if sim := erpsim.New(o); len(sim.Invoices()) != 0 {
+			t.Fatalf("--invoices 0 serves %d invoices", len(sim.Invoices()))
+		}
+		e = &command{}
+		if sm, err := e.simulationFlags(); err != nil || sm.opts.Users != nil || sm.opts.Invoices != 1000 || sm.opts.ListOrder != erpsim.OrderOldestFirst {
+			t.Fatalf("defaults %+v %v", sm, err)
+		}
+	})
+
+	// The users printed log in, each sees its branch's invoices newest first under
+	// last-key cursors, and invoices keep coming.
+	t.Run("ServesTheBranchUsersItPrints", func(t *testing.T) {
+		t.Parallel()
+		base, out := simulating(t, "--branches", "1,2", "--lists", "branch", "--invoices", "40", "--order", "desc", "--cursor", "key", "--new-invoice-every", "30ms")
+		users := servedUsers(t, out.String())
+		if len(users) != 2 || users["erpsync-branch-2"] != "erpsync-demo-password-2" {
+			t.Fatalf("users served %v\n%s", users, out)
+		}
+		for user, password := range users {
+			body, _ := json.Marshal(map[string]string{"username": user, "password": password})
+			res, err := http.Post(base+"/api/auth/token/", "application/json", strings.NewReader(string(body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tok struct {
+				AccessToken string `json:"access_token"`
+				BranchID    int    `json:"branch_id"`
+			}
+			err = json.NewDecoder(res.Body).Decode(&tok)
+			res.Body.Close()
+			if err != nil || tok.BranchID != int(user[len(user)-1]-'0') {
+				t.Fatalf("login %s: %v %+v", user, err, tok)
+			}
+			ids := listInvoiceIDs(t, base, tok.AccessToken)
+			// Branch 1 holds the odd ids from 1001, branch 2 the even ones;
+			// newest first, with those issued since the start on top.
+			if len(ids) < 20 || !slices.IsSortedFunc(ids, func(a, b int64) int { return int(b - a) }) || (ids[0]-1001)%2 != int64(tok.BranchID-1) {
+				t.Fatalf("%s lists %v", user, ids)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out.String(), "issued invoice 1042 (INV-2026-000042, branch 2, ") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no invoices issued:\n%s", out)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+
+	// The set-up of docs/configuration.md ("Trying a multi-branch set-up") as written:
+	// its simulate command, its logins file and passwords, then check, probe, sync and
+	// status.
+	t.Run("ServesTheMultiBranchSetUpAsDocumented", func(t *testing.T) {
+		t.Parallel()
+		doc, err := os.ReadFile("../../docs/configuration.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, section, ok := strings.Cut(string(doc), "\n## Trying a multi-branch set-up\n")
+		if !ok {
+			t.Fatal("docs/configuration.md has no section \"Trying a multi-branch set-up\"")
+		}
+		section, _, _ = strings.Cut(section, "\n## ")
+		blocks := regexp.MustCompile("(?s)```(sh|yaml)\n(.*?)```").FindAllStringSubmatch(section, -1)
+		if len(blocks) != 2 || blocks[0][1] != "sh" || blocks[1][1] != "yaml" {
+			t.Fatalf("the section should show the commands, then the logins file: %q", blocks)
+		}
+		commands, yaml := blocks[0][2], blocks[1][2]
+
+		var simArgs []string
+		env := []string{"ERPSYNC_LOG_FORMAT=text", "ERPSYNC_DATABASE_URL=" + testdb.New(t)}
+		var steps [][]string
+		for line := range strings.Lines(commands) {
+			line, _, _ = strings.Cut(strings.TrimSpace(line), " #")
+			switch fields := strings.Fields(line); {
+			case len(fields) == 0:
+			case fields[0] == "export":
+				for _, kv := range fields[1:] {
+					if !strings.HasPrefix(kv, "ERPSYNC_DATABASE_URL=") {
+						env = append(env, kv)
+					}
+				}
+			case len(fields) > 2 && fields[0] == "erpsync" && fields[1] == "simulate":
+				simArgs = slices.DeleteFunc(fields[2:], func(f string) bool { return f == "&" })
+			case fields[0] == "erpsync":
+				steps = append(steps, fields[1:])
+			default:
+				t.Fatalf("a command the test does not know: %q", line)
+			}
+		}
+		base, out := simulating(t, simArgs...)
+		for user, password := range servedUsers(t, out.String()) {
+			if !strings.Contains(yaml, "username: "+user) || !slices.Contains(env, "SIM_PASSWORD_"+user[len(user)-1:]+"="+password) {
+				t.Errorf("the section does not log in as %s (password %s):\n%s\n%s", user, password, commands, yaml)
+			}
+		}
+		cfg := filepath.Join(t.TempDir(), "sim.yaml")
+		if err := os.WriteFile(cfg, []byte(strings.ReplaceAll(yaml, "http://127.0.0.1:8090", base)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"check", "probe", "sync", "status"}; len(steps) != len(want) {
+			t.Fatalf("steps %q, want %v", steps, want)
+		}
+		for i, step := range steps {
+			step = slices.Clone(step)
+			for j := range step {
+				if step[j] == "sim.yaml" {
+					step[j] = cfg
+				}
+			}
+			r := runMain(t, env, step...)
+			if r.code != exitOK {
+				t.Fatalf("erpsync %s: exit %d\n%s", strings.Join(steps[i], " "), r.code, r)
+			}
+			if step[0] == "probe" || step[0] == "status" {
+				for _, user := range []string{"erpsync-branch-1", "erpsync-branch-2"} {
+					if !strings.Contains(r.stdout, user) {
+						t.Errorf("%s does not name %s\n%s", step[0], user, r)
+					}
+				}
+			}
+		}
+		conn, err := pgx.Connect(t.Context(), env[1][len("ERPSYNC_DATABASE_URL="):])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(t.Context())
+		var rows, branches int
+		if err := conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT branch_id) FROM erp.invoices`).Scan(&rows, &branches); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := strconv.Atoi(simFlag(simArgs, "--invoices", "1000"))
+		if rows < want || branches != 2 {
+			t.Errorf("erp.invoices holds %d rows of %d branches, want at least %d of 2", rows, branches, want)
+		}
+	})
 }
 
 // simulating serves `erpsync simulate` with args on a free port until the
@@ -116,47 +248,6 @@ func servedUsers(t *testing.T, out string) map[string]string {
 	return users
 }
 
-// TestSimulateServesBranchUsers: the users printed log in, each sees its
-// branch's invoices newest first under last-key cursors, and invoices
-// keep coming.
-func TestSimulateServesBranchUsers(t *testing.T) {
-	t.Parallel()
-	base, out := simulating(t, "--branches", "1,2", "--lists", "branch", "--invoices", "40", "--order", "desc", "--cursor", "key", "--new-invoice-every", "30ms")
-	users := servedUsers(t, out.String())
-	if len(users) != 2 || users["erpsync-branch-2"] != "erpsync-demo-password-2" {
-		t.Fatalf("users served %v\n%s", users, out)
-	}
-	for user, password := range users {
-		body, _ := json.Marshal(map[string]string{"username": user, "password": password})
-		res, err := http.Post(base+"/api/auth/token/", "application/json", strings.NewReader(string(body)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tok struct {
-			AccessToken string `json:"access_token"`
-			BranchID    int    `json:"branch_id"`
-		}
-		err = json.NewDecoder(res.Body).Decode(&tok)
-		res.Body.Close()
-		if err != nil || tok.BranchID != int(user[len(user)-1]-'0') {
-			t.Fatalf("login %s: %v %+v", user, err, tok)
-		}
-		ids := listInvoiceIDs(t, base, tok.AccessToken)
-		// Branch 1 holds the odd ids from 1001, branch 2 the even ones;
-		// newest first, with those issued since the start on top.
-		if len(ids) < 20 || !slices.IsSortedFunc(ids, func(a, b int64) int { return int(b - a) }) || (ids[0]-1001)%2 != int64(tok.BranchID-1) {
-			t.Fatalf("%s lists %v", user, ids)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "issued invoice 1042 (INV-2026-000042, branch 2, ") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no invoices issued:\n%s", out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // listInvoiceIDs walks the invoice list with tok, 10 a page.
 func listInvoiceIDs(t *testing.T, base, tok string) []int64 {
 	t.Helper()
@@ -188,94 +279,6 @@ func listInvoiceIDs(t *testing.T, base, tok string) []int64 {
 			return ids
 		}
 		q.Set("cursor", page.Pagination.NextCursor)
-	}
-}
-
-// TestMultiBranchSetUpAsDocumented runs the set-up of docs/configuration.md
-// ("Trying a multi-branch set-up") as written: its simulate command, its
-// logins file and passwords, then check, probe, sync and status.
-func TestMultiBranchSetUpAsDocumented(t *testing.T) {
-	t.Parallel()
-	doc, err := os.ReadFile("../../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(doc), "\n## Trying a multi-branch set-up\n")
-	if !ok {
-		t.Fatal("docs/configuration.md has no section \"Trying a multi-branch set-up\"")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	blocks := regexp.MustCompile("(?s)```(sh|yaml)\n(.*?)```").FindAllStringSubmatch(section, -1)
-	if len(blocks) != 2 || blocks[0][1] != "sh" || blocks[1][1] != "yaml" {
-		t.Fatalf("the section should show the commands, then the logins file: %q", blocks)
-	}
-	commands, yaml := blocks[0][2], blocks[1][2]
-
-	var simArgs []string
-	env := []string{"ERPSYNC_LOG_FORMAT=text", "ERPSYNC_DATABASE_URL=" + testdb.New(t)}
-	var steps [][]string
-	for line := range strings.Lines(commands) {
-		line, _, _ = strings.Cut(strings.TrimSpace(line), " #")
-		switch fields := strings.Fields(line); {
-		case len(fields) == 0:
-		case fields[0] == "export":
-			for _, kv := range fields[1:] {
-				if !strings.HasPrefix(kv, "ERPSYNC_DATABASE_URL=") {
-					env = append(env, kv)
-				}
-			}
-		case len(fields) > 2 && fields[0] == "erpsync" && fields[1] == "simulate":
-			simArgs = slices.DeleteFunc(fields[2:], func(f string) bool { return f == "&" })
-		case fields[0] == "erpsync":
-			steps = append(steps, fields[1:])
-		default:
-			t.Fatalf("a command the test does not know: %q", line)
-		}
-	}
-	base, out := simulating(t, simArgs...)
-	for user, password := range servedUsers(t, out.String()) {
-		if !strings.Contains(yaml, "username: "+user) || !slices.Contains(env, "SIM_PASSWORD_"+user[len(user)-1:]+"="+password) {
-			t.Errorf("the section does not log in as %s (password %s):\n%s\n%s", user, password, commands, yaml)
-		}
-	}
-	cfg := filepath.Join(t.TempDir(), "sim.yaml")
-	if err := os.WriteFile(cfg, []byte(strings.ReplaceAll(yaml, "http://127.0.0.1:8090", base)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"check", "probe", "sync", "status"}; len(steps) != len(want) {
-		t.Fatalf("steps %q, want %v", steps, want)
-	}
-	for i, step := range steps {
-		step = slices.Clone(step)
-		for j := range step {
-			if step[j] == "sim.yaml" {
-				step[j] = cfg
-			}
-		}
-		r := runMain(t, env, step...)
-		if r.code != exitOK {
-			t.Fatalf("erpsync %s: exit %d\n%s", strings.Join(steps[i], " "), r.code, r)
-		}
-		if step[0] == "probe" || step[0] == "status" {
-			for _, user := range []string{"erpsync-branch-1", "erpsync-branch-2"} {
-				if !strings.Contains(r.stdout, user) {
-					t.Errorf("%s does not name %s\n%s", step[0], user, r)
-				}
-			}
-		}
-	}
-	conn, err := pgx.Connect(t.Context(), env[1][len("ERPSYNC_DATABASE_URL="):])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	var rows, branches int
-	if err := conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT branch_id) FROM erp.invoices`).Scan(&rows, &branches); err != nil {
-		t.Fatal(err)
-	}
-	want, _ := strconv.Atoi(simFlag(simArgs, "--invoices", "1000"))
-	if rows < want || branches != 2 {
-		t.Errorf("erp.invoices holds %d rows of %d branches, want at least %d of 2", rows, branches, want)
 	}
 }
 

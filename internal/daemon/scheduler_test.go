@@ -3,8 +3,11 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,11 +19,459 @@ import (
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
 	"github.com/erpsync/erpsync/internal/sync/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
 	"github.com/erpsync/erpsync/internal/testutil"
 )
+
+// TestScheduler documents the scheduler: a job per (source, stream), or two for a
+// list that is followed, each on its schedule, within the run slots and the
+// source's request budget, backing off failing logins, and stopping runs within
+// the grace period. The first rules hold for the service on its own, built from
+// its deps as Run builds it; the later ones for a whole daemon.
+func TestScheduler(t *testing.T) {
+	// A source's max_concurrent_requests bounds the runs it has at once, and so the
+	// requests its ERP sees at once (a run has one in flight at a time). Four streams
+	// every second on an ERP that takes 300 ms a request: with a budget of 1 the ERP
+	// never sees two requests at once while every stream keeps succeeding, and the
+	// waits for the budget are reported; with 3 it does see more than one, which is
+	// what makes the first case a test.
+	t.Run("BoundsASourcesRunsByItsRequestBudget", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("scheduler test: skipped with -short")
+		}
+		streamNames := []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"}
+		for _, tt := range []struct {
+			budget int
+		}{{1}, {3}} {
+			t.Run(fmt.Sprintf("max_concurrent_requests=%d", tt.budget), func(t *testing.T) {
+				sim, simURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50, Latency: 300 * time.Millisecond})
+				src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: tt.budget}
+				for _, n := range streamNames {
+					src.Streams = append(src.Streams, config.StreamConfig{Name: n, Schedule: "@every 1s"})
+				}
+				st := startScheduler(t, src, schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword}))
+				started := time.Now()
+				everyStreamTwice := func() (bool, error) {
+					for _, s := range streamNames {
+						if ok, _, err := st.runCounts("default", s); err != nil || ok < 2 {
+							return false, err
+						}
+					}
+					return true, nil
+				}
+				if tt.budget == 1 {
+					testutil.Eventually(t, 90*time.Second, 50*time.Millisecond, "4 s to pass and every stream to succeed twice",
+						func() (bool, error) {
+							if time.Since(started) < 4*time.Second {
+								return false, nil
+							}
+							return everyStreamTwice()
+						})
+				} else {
+					testutil.Eventually(t, 60*time.Second, 20*time.Millisecond, "the ERP to see more than one request at once",
+						func() (bool, error) { return sim.MaxInFlight() > 1, nil })
+					testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "every stream to succeed twice", everyStreamTwice)
+				}
+				st.stop(t)
+
+				// MaxInFlight is the most since the simulator started: the
+				// whole test.
+				t.Logf("the ERP saw up to %d requests at once", sim.MaxInFlight())
+				if got := sim.MaxInFlight(); got > tt.budget || got < 1 {
+					t.Errorf("the ERP saw up to %d requests at once; the budget is %d", got, tt.budget)
+				}
+				for _, s := range streamNames {
+					if _, failed, err := st.runCounts("default", s); err != nil || failed != 0 {
+						t.Errorf("%s: %d failed runs (%v); waiting for the budget is not a failure", s, failed, err)
+					}
+				}
+				if tt.budget == 1 {
+					st.rec.mu.Lock()
+					waits, waited, skipped := st.rec.budgetWaits, st.rec.budgetWait, st.rec.skipped[metrics.SkipBudget]
+					st.rec.mu.Unlock()
+					t.Logf("budget waits: %d (%s in all), ticks skipped for the budget: %d", waits, waited, skipped)
+					if waited <= 0 && skipped == 0 {
+						t.Errorf("four streams every second through one slot: no wait for the budget and no skipped tick reported")
+					}
+					// One slot: the source's runs never overlap, whatever their stream.
+					rows, err := st.obs.Query(context.Background(), `SELECT a.stream || '#' || a.id || ' and ' || b.stream || '#' || b.id
+					FROM erp.sync_runs a JOIN erp.sync_runs b ON a.id < b.id
+					WHERE a.started_at < b.finished_at AND b.started_at < a.finished_at`)
+					if err != nil {
+						t.Fatal(err)
+					}
+					overlaps, err := pgx.CollectRows(rows, pgx.RowTo[string])
+					if err != nil || len(overlaps) > 0 {
+						t.Errorf("runs of the source overlap with a budget of one request (%v): %v", err, overlaps)
+					}
+				}
+			})
+		}
+	})
+
+	// A source read through two logins, one per branch of an installation whose lists
+	// are branch-scoped, runs the stream through both: each login has its own run, its
+	// own completed checkpoint holding its branch's rows, and reads with its own
+	// token.
+	t.Run("RunsAStreamThroughEveryLogin", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("scheduler test: skipped with -short")
+		}
+		sim, simURL := newSim(t, erpsim.Options{Invoices: 150, PageSizeCap: 50, Users: branchUsers, ListScope: erpsim.ScopeBranch})
+		src := config.Source{Name: "main", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 2,
+			Streams: []config.StreamConfig{{Name: "invoices", Schedule: "@every 1h"}}}
+		st := startScheduler(t, src, schedTarget(t, "main", simURL, branchUsers...))
+		ctx := context.Background()
+		testutil.Eventually(t, 60*time.Second, 20*time.Millisecond, "both logins' invoice sweeps to complete", func() (bool, error) {
+			var n int
+			err := st.obs.QueryRow(ctx, `SELECT count(*) FROM erp.sync_checkpoints
+			WHERE source = 'main' AND stream = 'invoices' AND last_sweep_completed_at IS NOT NULL`).Scan(&n)
+			return n == len(branchUsers), err
+		})
+		st.stop(t)
+
+		if got, want := st.rec.declared["invoices"], []string{branchUsers[0].Username, branchUsers[1].Username}; !slices.Equal(got, want) {
+			t.Errorf("the stream was declared with logins %v, want %v", got, want)
+		}
+		for _, u := range branchUsers {
+			var runs, succeeded int64
+			var lastRows *int64
+			var sweep *int64
+			if err := st.obs.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM erp.sync_runs WHERE source = 'main' AND stream = 'invoices' AND login = $1),
+				(SELECT count(*) FROM erp.sync_runs WHERE source = 'main' AND stream = 'invoices' AND login = $1 AND status = 'succeeded'),
+				last_sweep_rows, sweep_id
+			FROM erp.sync_checkpoints WHERE source = 'main' AND stream = 'invoices' AND login = $1`, u.Username).Scan(&runs, &succeeded, &lastRows, &sweep); err != nil {
+				t.Fatalf("%s: %v", u.Username, err)
+			}
+			// @every 1h: the run at start-up is the only one.
+			if runs != 1 || succeeded != 1 {
+				t.Errorf("%s: %d runs, %d succeeded; want the one start-up run, succeeded", u.Username, runs, succeeded)
+			}
+			want := int64(len(sim.InvoicesOfBranch(u.BranchID)))
+			if lastRows == nil || *lastRows != want || want == 0 || sweep != nil {
+				t.Errorf("%s: checkpoint has a completed sweep of %v rows (sweep in progress %v), want %d: its branch's invoices",
+					u.Username, lastRows, sweep, want)
+			}
+			listed := 0
+			for _, r := range sim.Requests() {
+				if r.Path == invoicesPath && r.Status == 200 && r.Username == u.Username {
+					listed++
+				}
+			}
+			if listed == 0 {
+				t.Errorf("%s: no invoice page was read with its token", u.Username)
+			}
+		}
+		if n := count(t, st.obs, `SELECT count(*) FROM erp.invoices WHERE source = 'main'`); n != int64(len(sim.Invoices())) {
+			t.Errorf("erp.invoices has %d rows, the ERP %d invoices", n, len(sim.Invoices()))
+		}
+	})
+
+	// A stream that follows its list with a sweep schedule of its own has two jobs.
+	// Its follow runs come on its schedule, the first ones complete sweeps until two
+	// sweeps agree on the list's order, then follows; its complete sweeps come on the
+	// sweep schedule (here the run at start-up only); and a stream whose two schedules
+	// are one keeps today's meaning, every run a complete sweep.
+	t.Run("FollowsAndSweepsEachOnItsOwnSchedule", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("scheduler test: skipped with -short")
+		}
+		_, simURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
+		src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 2,
+			Streams: []config.StreamConfig{
+				{Name: "invoices", Schedule: "@every 1s", SweepSchedule: "@every 1h"},
+				{Name: "journal_entries", Schedule: "@every 1s", SweepSchedule: "@every 1s"},
+			}}
+		st := startScheduler(t, src, schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword}))
+		ctx := context.Background()
+		testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "a follow run of invoices that follows, and three journal-entry runs",
+			func() (bool, error) {
+				var follows, journal int64
+				err := st.obs.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM erp.sync_follow WHERE stream = 'invoices' AND last_follow_at IS NOT NULL AND last_follow_swept IS NULL),
+				(SELECT count(*) FROM erp.sync_runs WHERE stream = 'journal_entries' AND status = 'succeeded')`).Scan(&follows, &journal)
+				return follows > 0 && journal >= 3, err
+			})
+		st.stop(t)
+		st.rec.mu.Lock()
+		interval, declared := st.rec.followed["invoices"], st.rec.followed["journal_entries"]
+		st.rec.mu.Unlock()
+		if interval != time.Second || declared != 0 {
+			t.Errorf("follow intervals declared: invoices %s, journal_entries %s; want 1s and none", interval, declared)
+		}
+		var sweeps, follows, journalFollows int64
+		if err := st.obs.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE stream = 'invoices' AND kind = 'sweep'),
+			count(*) FILTER (WHERE stream = 'invoices' AND kind = 'follow'),
+			count(*) FILTER (WHERE stream = 'journal_entries' AND kind <> 'sweep')
+		FROM erp.sync_runs`).Scan(&sweeps, &follows, &journalFollows); err != nil {
+			t.Fatal(err)
+		}
+		if sweeps > 1 || follows < 3 || journalFollows != 0 {
+			t.Errorf("invoices: %d scheduled sweeps (want the one at start-up at most) and %d follow runs (want 3 or more); journal_entries: %d runs not sweeps (want none)",
+				sweeps, follows, journalFollows)
+		}
+	})
+
+	// A scheduler whose jobs are all waiting for their first tick stops at once,
+	// twice.
+	t.Run("StopsAtOnceWhileEveryJobWaitsForItsFirstTick", func(t *testing.T) {
+		_, simURL := newSim(t, erpsim.Options{Invoices: 10})
+		src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 1,
+			Streams: []config.StreamConfig{{Name: "currencies", Schedule: "@every 1h"}}}
+		clock := newFakeClock()
+		dbURL := testdb.New(t)
+		pools, err := db.OpenPools(context.Background(), dbURL, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pools.Close()
+		log, _ := testLog()
+		// A fake clock that never moves: the first tick (StartSpread 1h, so
+		// up to 30 min away) never comes.
+		tgt := schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword})
+		s := newScheduler(schedulerDeps{Sources: []config.Source{src}, Catalog: streams.MustDefault(),
+			Targets: map[string]sync.Target{"default": tgt}, Pools: func() *db.Pools { return pools },
+			MaxRuns: 1, StartSpread: time.Hour, Grace: time.Minute, Abort: time.Minute,
+			Log: log, Clock: clock, Metrics: newSchedRecorder()})
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clock.waitForWaiters(t, 1, "the job to wait for its first tick")
+		// The grace period is a minute: a Stop that waited for it would fail here.
+		returnsWithin(t, 10*time.Second, "scheduler Stop", s.Stop)
+		returnsWithin(t, time.Second, "a second scheduler Stop", s.Stop)
+		if n := count(t, testdb.ObserverPool(t, dbURL), `SELECT count(*) FROM erp.sync_runs`); n != 0 {
+			t.Errorf("%d runs recorded; the first tick never came", n)
+		}
+	})
+
+	// A source whose credentials are refused fails and backs off without hammering its
+	// ERP, while another source of the same daemon keeps syncing.
+	t.Run("BacksOffASourceWhoseCredentialsAreRefusedWhileOthersSync", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("daemon test: skipped with -short")
+		}
+		h := newHarness(t)
+		_, goodURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
+		badSim, badURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
+		core := streams.MustDefault().Core()
+		started := time.Now()
+		h.start("", 10*time.Second,
+			source{name: "good", baseURL: goodURL, streams: core},
+			source{name: "bad", baseURL: badURL, password: "not-the-password", streams: core})
+
+		// ~5 s of 1-second ticks: long enough for a source that does not back
+		// off to log in again and again.
+		h.waitFor(45*time.Second, "5 s to pass and every stream of the good source to succeed 3 times", func() (bool, error) {
+			if time.Since(started) < 5*time.Second {
+				return false, nil
+			}
+			for _, s := range core {
+				rs, err := h.queryRuns("good", s)
+				if err != nil || countStatus(rs, model.StatusSucceeded) < 3 {
+					return false, err
+				}
+			}
+			return true, nil
+		})
+
+		for _, s := range core {
+			for _, r := range h.runs("good", s) {
+				if r.status != model.StatusSucceeded && r.status != model.StatusRunning {
+					t.Errorf("good source: run %v; the other source's failures must not affect it", r)
+				}
+			}
+			bad := h.runs("bad", s)
+			if len(bad) == 0 {
+				t.Errorf("bad source, stream %s: no run recorded; a refused login must be a failed run", s)
+			}
+			if len(bad) > 2 {
+				t.Errorf("bad source, stream %s: %d runs in ~5 s of 1 s ticks; refused credentials must back off: %v", s, len(bad), bad)
+			}
+			for _, r := range bad {
+				if r.status != model.StatusFailed || !strings.Contains(r.errText, "credentials were refused") {
+					t.Errorf("bad source: run %v; want failed with \"credentials were refused\"", r)
+				}
+				if strings.Contains(r.errText, "not-the-password") {
+					t.Errorf("bad source: the run's error shows the password: %q", r.errText)
+				}
+			}
+		}
+		logins, other := 0, 0
+		for _, r := range badSim.Requests() {
+			if r.Method == http.MethodPost && r.Path == "/api/auth/token/" {
+				logins++
+			} else {
+				other++
+			}
+		}
+		if logins < 1 || logins > 3 {
+			t.Errorf("the bad source's ERP saw %d login attempts in ~5 s; want 1 to 3 (refusals remembered, runs backing off)", logins)
+		}
+		if other != 0 {
+			t.Errorf("the bad source's ERP saw %d requests other than logins; without a token there is nothing to ask", other)
+		}
+
+		fams, body := h.scrape()
+		for _, s := range core {
+			if v := h.metric(fams, "erpsync_last_run_failed", map[string]string{"source": "bad", "stream": s}); v != 1 {
+				t.Errorf("erpsync_last_run_failed{source=bad,stream=%s} = %v, want 1", s, v)
+			}
+			if v, ok := metricValue(fams, "erpsync_last_run_failed", map[string]string{"source": "good", "stream": s}); ok && v != 0 {
+				t.Errorf("erpsync_last_run_failed{source=good,stream=%s} = %v, want 0", s, v)
+			}
+			if v := h.metric(fams, "erpsync_runs_total", map[string]string{"source": "bad", "stream": s, "status": "failed"}); v < 1 {
+				t.Errorf("erpsync_runs_total{source=bad,stream=%s,status=failed} = %v, want >= 1", s, v)
+			}
+			if v := h.metric(fams, "erpsync_last_success_timestamp_seconds", map[string]string{"source": "good", "stream": s}); v <= 0 {
+				t.Errorf("erpsync_last_success_timestamp_seconds{source=good,stream=%s} = %v, want > 0", s, v)
+			}
+		}
+		if strings.Contains(body, "not-the-password") || strings.Contains(body, goodPassword) {
+			t.Errorf("/metrics shows a password")
+		}
+		if code, _, err := h.get("/readyz"); code != http.StatusOK {
+			t.Errorf("/readyz = %d (%v); a source with bad credentials does not make the daemon unready", code, err)
+		}
+		if !strings.Contains(h.logs.String(), "backing off") {
+			t.Errorf("the daemon's log does not say it backs off")
+		}
+		h.stop(30 * time.Second)
+		if h.runErr != nil {
+			t.Errorf("Run returned %v, want nil", h.runErr)
+		}
+	})
+
+	// With more streams than run slots (and so than run connections) and a
+	// slow ERP, /readyz stays 200 all along: runs never take the connections
+	// it uses. Runs never exceed the slots, and the ticks that found none free
+	// are counted.
+	t.Run("RunsNoMoreThanItsSlotsAndLeavesReadyzItsConnections", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("daemon test: skipped with -short")
+		}
+		h := newHarness(t)
+		h.maxRuns = 2
+		sim, simURL := newSim(t, erpsim.Options{Invoices: 200, PageSizeCap: 50})
+		streams := []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations", "journal_entries",
+			"payment_vouchers", "receipt_vouchers", "messaging_queue"}
+		// A request budget larger than the slots: the slots are what is tested.
+		h.start("", 10*time.Second, source{name: "default", baseURL: simURL, streams: streams, schedule: "@every 1s", maxRequests: 8})
+		h.waitReady(30 * time.Second)
+		sim.SetLatency(700 * time.Millisecond)
+
+		var bad atomic.Int64
+		var maxConns atomic.Int64
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if code := getStatusCode(c, h.base+"/readyz"); code != http.StatusOK {
+					bad.Add(1)
+				}
+				var n int64
+				// Runs in progress: sessions holding a stream lock (erpsync's
+				// two-key advisory locks, first key "ERPS").
+				if err := h.pool.QueryRow(context.Background(), `SELECT count(DISTINCT pid) FROM pg_locks
+				WHERE locktype = 'advisory' AND classid = x'45525053'::int AND objsubid = 2 AND granted
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err == nil && n > maxConns.Load() {
+					maxConns.Store(n)
+				}
+			}
+		}()
+		h.waitFor(40*time.Second, "every stream to succeed twice under a slow ERP", func() (bool, error) {
+			for _, s := range streams {
+				if rs, err := h.queryRuns("default", s); err != nil || countStatus(rs, model.StatusSucceeded) < 2 {
+					return false, err
+				}
+			}
+			return true, nil
+		})
+		close(stop)
+		<-done
+		if n := bad.Load(); n != 0 {
+			t.Errorf("/readyz answered other than 200 %d times while runs used every slot", n)
+		}
+		if n := maxConns.Load(); n > 2 || n < 1 {
+			t.Errorf("%d sessions held stream locks at once, want 1 or 2 (the run slots)", n)
+		}
+		fams, _ := h.scrape()
+		if v, _ := metricValue(fams, "erpsync_runs_skipped_total", map[string]string{"reason": "capacity"}); v < 1 {
+			t.Errorf("erpsync_runs_skipped_total{reason=capacity} = %v: 8 streams every second, each run 0.7 s or more, 2 slots: ticks must have found none free", v)
+		}
+		h.checkNoOverlap("default", streams...)
+	})
+
+	// A stream whose lock another process holds is skipped and counted, and
+	// a holder that has kept it more than three intervals is reported in
+	// /readyz's detail (which stays 200) and in the metric of how long.
+	t.Run("SkipsAStreamWhoseLockIsHeldElsewhereAndReportsALongHold", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("daemon test: skipped with -short")
+		}
+		h := newHarness(t)
+		_, simURL := newSim(t, erpsim.Options{Invoices: 60, PageSizeCap: 50})
+		ctx := context.Background()
+		holder, err := pgx.Connect(ctx, h.dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close(ctx)
+		if release, err := db.LockStream(ctx, holder, "default", "invoices", model.KindSweep); err != nil || release == nil {
+			t.Fatalf("taking the lock: %v", err)
+		}
+		// What a holder that started an hour ago left in sync_runs.
+		if _, err := holder.Exec(ctx, `INSERT INTO erp.sync_runs (source, stream, status, started_at, host, pid)
+		VALUES ('default', 'invoices', 'running', now() - interval '1 hour', 'other-host', 4242)`); err != nil {
+			t.Fatal(err)
+		}
+		h.start("", 10*time.Second, source{name: "default", baseURL: simURL, streams: []string{"invoices", "currencies"}, schedule: "@every 1s"})
+		h.waitFor(30*time.Second, "two skipped invoice runs and /readyz naming the holder", func() (bool, error) {
+			fams, _ := h.scrape()
+			v, _ := metricValue(fams, "erpsync_runs_skipped_total", map[string]string{"stream": "invoices", "reason": "locked"})
+			_, body, _ := h.get("/readyz")
+			return v >= 2 && strings.Contains(body, "warning: default/invoices: lock held by other-host (pid 4242)"), nil
+		})
+		code, body, _ := h.get("/readyz")
+		if code != http.StatusOK || !strings.HasPrefix(body, "ready") {
+			t.Errorf("/readyz = %d %q; a lock held elsewhere is a warning, not unreadiness", code, body)
+		}
+		fams, _ := h.scrape()
+		if v := h.metric(fams, "erpsync_lock_held_by_other_seconds", map[string]string{"stream": "invoices"}); v < 3500 {
+			t.Errorf("erpsync_lock_held_by_other_seconds = %v, want about an hour", v)
+		}
+		if !strings.Contains(h.logs.String(), "held the stream's lock too long") {
+			t.Errorf("no warning in the log")
+		}
+		if rs := h.runs("default", "invoices"); len(rs) != 1 {
+			t.Errorf("invoices runs %v: the daemon must not run a stream whose lock is held", rs)
+		}
+		// Once the holder lets go, the stream runs and the warning goes.
+		if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(30*time.Second, "the invoices run once the lock is free", func() (bool, error) {
+			rs, err := h.queryRuns("default", "invoices")
+			return countStatus(rs, model.StatusSucceeded) >= 1, err
+		})
+		h.waitFor(10*time.Second, "the warning to go", func() (bool, error) {
+			_, body, _ := h.get("/readyz")
+			return !strings.Contains(body, "warning"), nil
+		})
+	})
+}
 
 // schedRecorder is the scheduler's Metrics, recorded.
 type schedRecorder struct {
@@ -132,222 +583,11 @@ func (st *schedTest) stop(t *testing.T) {
 	returnsWithin(t, time.Second, "a second scheduler Stop", st.sched.Stop)
 }
 
-// TestSchedulerRequestBudget: a source's max_concurrent_requests bounds
-// the runs it has at once, and so the requests its ERP sees at once (a
-// run has one in flight at a time). Four streams every second on an ERP
-// that takes 300 ms a request: with a budget of 1 the ERP never sees two
-// requests at once while every stream keeps succeeding, and the waits
-// for the budget are reported; with 3 it does see more than one, which
-// is what makes the first case a test.
-func TestSchedulerRequestBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scheduler test: skipped with -short")
-	}
-	streamNames := []string{"invoices", "currencies", "cashboxes", "cashbox_reconciliations"}
-	for _, tt := range []struct {
-		budget int
-	}{{1}, {3}} {
-		t.Run(fmt.Sprintf("max_concurrent_requests=%d", tt.budget), func(t *testing.T) {
-			sim, simURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50, Latency: 300 * time.Millisecond})
-			src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: tt.budget}
-			for _, n := range streamNames {
-				src.Streams = append(src.Streams, config.StreamConfig{Name: n, Schedule: "@every 1s"})
-			}
-			st := startScheduler(t, src, schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword}))
-			started := time.Now()
-			everyStreamTwice := func() (bool, error) {
-				for _, s := range streamNames {
-					if ok, _, err := st.runCounts("default", s); err != nil || ok < 2 {
-						return false, err
-					}
-				}
-				return true, nil
-			}
-			if tt.budget == 1 {
-				testutil.Eventually(t, 90*time.Second, 50*time.Millisecond, "4 s to pass and every stream to succeed twice",
-					func() (bool, error) {
-						if time.Since(started) < 4*time.Second {
-							return false, nil
-						}
-						return everyStreamTwice()
-					})
-			} else {
-				testutil.Eventually(t, 60*time.Second, 20*time.Millisecond, "the ERP to see more than one request at once",
-					func() (bool, error) { return sim.MaxInFlight() > 1, nil })
-				testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "every stream to succeed twice", everyStreamTwice)
-			}
-			st.stop(t)
-
-			// MaxInFlight is the most since the simulator started: the
-			// whole test.
-			t.Logf("the ERP saw up to %d requests at once", sim.MaxInFlight())
-			if got := sim.MaxInFlight(); got > tt.budget || got < 1 {
-				t.Errorf("the ERP saw up to %d requests at once; the budget is %d", got, tt.budget)
-			}
-			for _, s := range streamNames {
-				if _, failed, err := st.runCounts("default", s); err != nil || failed != 0 {
-					t.Errorf("%s: %d failed runs (%v); waiting for the budget is not a failure", s, failed, err)
-				}
-			}
-			if tt.budget == 1 {
-				st.rec.mu.Lock()
-				waits, waited, skipped := st.rec.budgetWaits, st.rec.budgetWait, st.rec.skipped[metrics.SkipBudget]
-				st.rec.mu.Unlock()
-				t.Logf("budget waits: %d (%s in all), ticks skipped for the budget: %d", waits, waited, skipped)
-				if waited <= 0 && skipped == 0 {
-					t.Errorf("four streams every second through one slot: no wait for the budget and no skipped tick reported")
-				}
-				// One slot: the source's runs never overlap, whatever their stream.
-				rows, err := st.obs.Query(context.Background(), `SELECT a.stream || '#' || a.id || ' and ' || b.stream || '#' || b.id
-					FROM erp.sync_runs a JOIN erp.sync_runs b ON a.id < b.id
-					WHERE a.started_at < b.finished_at AND b.started_at < a.finished_at`)
-				if err != nil {
-					t.Fatal(err)
-				}
-				overlaps, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				if err != nil || len(overlaps) > 0 {
-					t.Errorf("runs of the source overlap with a budget of one request (%v): %v", err, overlaps)
-				}
-			}
-		})
-	}
-}
-
-// TestSchedulerRunsEveryLogin: a source read through two logins, one per
-// branch of an installation whose lists are branch-scoped, runs the
-// stream through both: each login has its own run, its own completed
-// checkpoint holding its branch's rows, and reads with its own token.
-func TestSchedulerRunsEveryLogin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scheduler test: skipped with -short")
-	}
-	sim, simURL := newSim(t, erpsim.Options{Invoices: 150, PageSizeCap: 50, Users: branchUsers, ListScope: erpsim.ScopeBranch})
-	src := config.Source{Name: "main", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 2,
-		Streams: []config.StreamConfig{{Name: "invoices", Schedule: "@every 1h"}}}
-	st := startScheduler(t, src, schedTarget(t, "main", simURL, branchUsers...))
-	ctx := context.Background()
-	testutil.Eventually(t, 60*time.Second, 20*time.Millisecond, "both logins' invoice sweeps to complete", func() (bool, error) {
-		var n int
-		err := st.obs.QueryRow(ctx, `SELECT count(*) FROM erp.sync_checkpoints
-			WHERE source = 'main' AND stream = 'invoices' AND last_sweep_completed_at IS NOT NULL`).Scan(&n)
-		return n == len(branchUsers), err
-	})
-	st.stop(t)
-
-	if got, want := st.rec.declared["invoices"], []string{branchUsers[0].Username, branchUsers[1].Username}; !slices.Equal(got, want) {
-		t.Errorf("the stream was declared with logins %v, want %v", got, want)
-	}
-	for _, u := range branchUsers {
-		var runs, succeeded int64
-		var lastRows *int64
-		var sweep *int64
-		if err := st.obs.QueryRow(ctx, `SELECT
-				(SELECT count(*) FROM erp.sync_runs WHERE source = 'main' AND stream = 'invoices' AND login = $1),
-				(SELECT count(*) FROM erp.sync_runs WHERE source = 'main' AND stream = 'invoices' AND login = $1 AND status = 'succeeded'),
-				last_sweep_rows, sweep_id
-			FROM erp.sync_checkpoints WHERE source = 'main' AND stream = 'invoices' AND login = $1`, u.Username).Scan(&runs, &succeeded, &lastRows, &sweep); err != nil {
-			t.Fatalf("%s: %v", u.Username, err)
-		}
-		// @every 1h: the run at start-up is the only one.
-		if runs != 1 || succeeded != 1 {
-			t.Errorf("%s: %d runs, %d succeeded; want the one start-up run, succeeded", u.Username, runs, succeeded)
-		}
-		want := int64(len(sim.InvoicesOfBranch(u.BranchID)))
-		if lastRows == nil || *lastRows != want || want == 0 || sweep != nil {
-			t.Errorf("%s: checkpoint has a completed sweep of %v rows (sweep in progress %v), want %d: its branch's invoices",
-				u.Username, lastRows, sweep, want)
-		}
-		listed := 0
-		for _, r := range sim.Requests() {
-			if r.Path == invoicesPath && r.Status == 200 && r.Username == u.Username {
-				listed++
-			}
-		}
-		if listed == 0 {
-			t.Errorf("%s: no invoice page was read with its token", u.Username)
-		}
-	}
-	if n := count(t, st.obs, `SELECT count(*) FROM erp.invoices WHERE source = 'main'`); n != int64(len(sim.Invoices())) {
-		t.Errorf("erp.invoices has %d rows, the ERP %d invoices", n, len(sim.Invoices()))
-	}
-}
-
-// TestSchedulerFollowsAndSweeps: a stream that follows its list with a
-// sweep schedule of its own has two jobs. Its follow runs come on its
-// schedule, the first ones complete sweeps until two sweeps agree on the
-// list's order, then follows; its complete sweeps come on the sweep
-// schedule (here the run at start-up only); and a stream whose two
-// schedules are one keeps today's meaning, every run a complete sweep.
-func TestSchedulerFollowsAndSweeps(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scheduler test: skipped with -short")
-	}
-	_, simURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
-	src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 2,
-		Streams: []config.StreamConfig{
-			{Name: "invoices", Schedule: "@every 1s", SweepSchedule: "@every 1h"},
-			{Name: "journal_entries", Schedule: "@every 1s", SweepSchedule: "@every 1s"},
-		}}
-	st := startScheduler(t, src, schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword}))
-	ctx := context.Background()
-	testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "a follow run of invoices that follows, and three journal-entry runs",
-		func() (bool, error) {
-			var follows, journal int64
-			err := st.obs.QueryRow(ctx, `SELECT
-				(SELECT count(*) FROM erp.sync_follow WHERE stream = 'invoices' AND last_follow_at IS NOT NULL AND last_follow_swept IS NULL),
-				(SELECT count(*) FROM erp.sync_runs WHERE stream = 'journal_entries' AND status = 'succeeded')`).Scan(&follows, &journal)
-			return follows > 0 && journal >= 3, err
-		})
-	st.stop(t)
-	st.rec.mu.Lock()
-	interval, declared := st.rec.followed["invoices"], st.rec.followed["journal_entries"]
-	st.rec.mu.Unlock()
-	if interval != time.Second || declared != 0 {
-		t.Errorf("follow intervals declared: invoices %s, journal_entries %s; want 1s and none", interval, declared)
-	}
-	var sweeps, follows, journalFollows int64
-	if err := st.obs.QueryRow(ctx, `SELECT
-			count(*) FILTER (WHERE stream = 'invoices' AND kind = 'sweep'),
-			count(*) FILTER (WHERE stream = 'invoices' AND kind = 'follow'),
-			count(*) FILTER (WHERE stream = 'journal_entries' AND kind <> 'sweep')
-		FROM erp.sync_runs`).Scan(&sweeps, &follows, &journalFollows); err != nil {
-		t.Fatal(err)
-	}
-	if sweeps > 1 || follows < 3 || journalFollows != 0 {
-		t.Errorf("invoices: %d scheduled sweeps (want the one at start-up at most) and %d follow runs (want 3 or more); journal_entries: %d runs not sweeps (want none)",
-			sweeps, follows, journalFollows)
-	}
-}
-
-// TestSchedulerStopWithoutRuns: a scheduler whose jobs are all waiting
-// for their first tick stops at once, twice.
-func TestSchedulerStopWithoutRuns(t *testing.T) {
-	_, simURL := newSim(t, erpsim.Options{Invoices: 10})
-	src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 1,
-		Streams: []config.StreamConfig{{Name: "currencies", Schedule: "@every 1h"}}}
-	clock := newFakeClock()
-	dbURL := testdb.New(t)
-	pools, err := db.OpenPools(context.Background(), dbURL, 1)
+func getStatusCode(c *http.Client, u string) int {
+	resp, err := c.Get(u)
 	if err != nil {
-		t.Fatal(err)
+		return 0
 	}
-	defer pools.Close()
-	log, _ := testLog()
-	// A fake clock that never moves: the first tick (StartSpread 1h, so
-	// up to 30 min away) never comes.
-	tgt := schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword})
-	s := newScheduler(schedulerDeps{Sources: []config.Source{src}, Catalog: streams.MustDefault(),
-		Targets: map[string]sync.Target{"default": tgt}, Pools: func() *db.Pools { return pools },
-		MaxRuns: 1, StartSpread: time.Hour, Grace: time.Minute, Abort: time.Minute,
-		Log: log, Clock: clock, Metrics: newSchedRecorder()})
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	clock.waitForWaiters(t, 1, "the job to wait for its first tick")
-	// The grace period is a minute: a Stop that waited for it would fail here.
-	returnsWithin(t, 10*time.Second, "scheduler Stop", s.Stop)
-	returnsWithin(t, time.Second, "a second scheduler Stop", s.Stop)
-	if n := count(t, testdb.ObserverPool(t, dbURL), `SELECT count(*) FROM erp.sync_runs`); n != 0 {
-		t.Errorf("%d runs recorded; the first tick never came", n)
-	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

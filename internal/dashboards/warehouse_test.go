@@ -2,13 +2,16 @@ package dashboards
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
@@ -43,142 +46,218 @@ var requiredPanels = []string{
 	"Data freshness per stream",
 }
 
-// The dashboard has its panels, and every query goes to the provisioned warehouse data source.
-func TestWarehouseDashboardPanels(t *testing.T) {
-	d := loadDashboard(t, warehouseJSON)
-	var titles []string
-	for _, p := range d.Panels() {
-		if p.Type == "row" {
-			continue
-		}
-		titles = append(titles, p.Title)
-		if len(p.Targets) == 0 {
-			t.Errorf("panel %q has no query", p.Title)
-		}
-		for _, tg := range p.Targets {
-			if tg.RawSQL == "" {
-				t.Errorf("panel %q, query %s: no rawSql", p.Title, tg.RefID)
-			}
-		}
-		for i, ref := range p.Datasources() {
-			if ref == nil && i > 0 {
-				continue // a query that names none uses the panel's
-			}
-			if ref == nil || ref.UID != warehouseUID || ref.Type != postgresType {
-				t.Errorf("panel %q: data source %+v, want {%s %s}", p.Title, ref, postgresType, warehouseUID)
-			}
-		}
-	}
-	for _, want := range requiredPanels {
-		if !slices.Contains(titles, want) {
-			t.Errorf("no panel %q (panels: %q)", want, titles)
-		}
-	}
-	for _, v := range d.Variables {
-		if v.Type == "query" && (v.Datasource == nil || v.Datasource.UID != warehouseUID) {
-			t.Errorf("variable %s: data source %+v, want uid %s", v.Name, v.Datasource, warehouseUID)
-		}
-	}
-}
-
-// Every query of the dashboard, its variables' first, runs as a member of erpsync_analyst on a
-// warehouse synced from the simulator (with invoices changed and deleted this week and a rate
-// changed), with its variables and macros expanded as Grafana would, and returns rows.
-func TestWarehouseDashboardQueries(t *testing.T) {
-	d := loadDashboard(t, warehouseJSON)
-	dbURL, sim, now := syncedWarehouse(t)
-	// A login that is only an analyst, as the dashboard's datasource is.
-	conn := testdb.PoolAs(t, dbURL, testdb.Role(t, "erpsync_analyst"))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	dashRange, err := d.Range(now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What Grafana selects by default: every value (All). A variable's query may use the
-	// variables before it.
-	vars := map[string][]string{}
-	for _, v := range d.Variables {
-		if v.Type != "query" {
-			continue // the test gives no other kind: a reference to one is left over, and fails
-		}
-		sql, err := v.SQL()
-		if err == nil {
-			sql, err = Expand(sql, vars, dashRange)
-		}
-		if err != nil {
-			t.Fatalf("variable %s: %v", v.Name, err)
-		}
-		values, err := firstColumn(ctx, conn, sql)
-		if err != nil || len(values) == 0 {
-			t.Fatalf("variable %s: %d values, %v\n%s", v.Name, len(values), err, sql)
-		}
-		vars[v.Name] = values
-	}
-	if !slices.Contains(vars["source"], source) {
-		t.Errorf("variable source = %q, want it to offer %q", vars["source"], source)
-	}
-
-	type ran struct {
-		sql string
-		r   TimeRange
-	}
-	queries := map[string]ran{} // by panel title, for the checks below
-	for _, p := range d.Panels() {
-		r, err := d.PanelRange(p, now)
-		if err != nil {
-			t.Errorf("%v", err)
-			continue
-		}
-		for _, tg := range p.Targets {
-			sql, err := Expand(tg.RawSQL, vars, r)
-			if err != nil {
-				t.Errorf("panel %q, query %s: %v", p.Title, tg.RefID, err)
+// TestWarehouseDashboard documents the finance dashboard
+// deploy/grafana/warehouse.json, as analysts' Grafana runs it on the warehouse.
+func TestWarehouseDashboard(t *testing.T) {
+	// The dashboard has its panels, and every query goes to the provisioned warehouse data source.
+	t.Run("HasItsPanelsEveryQueryOnTheWarehouseDataSource", func(t *testing.T) {
+		d := loadDashboard(t, warehouseJSON)
+		var titles []string
+		for _, p := range d.Panels() {
+			if p.Type == "row" {
 				continue
 			}
-			n, err := countRows(ctx, conn, sql)
-			switch {
-			case err != nil:
-				t.Errorf("panel %q, query %s failed as erpsync_analyst: %v\n%s", p.Title, tg.RefID, err, sql)
-			case n == 0:
-				t.Errorf("panel %q, query %s returned no rows\n%s", p.Title, tg.RefID, sql)
-			default:
-				t.Logf("panel %q, query %s: %d rows", p.Title, tg.RefID, n)
-				queries[p.Title] = ran{sql, r}
+			titles = append(titles, p.Title)
+			if len(p.Targets) == 0 {
+				t.Errorf("panel %q has no query", p.Title)
+			}
+			for _, tg := range p.Targets {
+				if tg.RawSQL == "" {
+					t.Errorf("panel %q, query %s: no rawSql", p.Title, tg.RefID)
+				}
+			}
+			for i, ref := range p.Datasources() {
+				if ref == nil && i > 0 {
+					continue // a query that names none uses the panel's
+				}
+				if ref == nil || ref.UID != warehouseUID || ref.Type != postgresType {
+					t.Errorf("panel %q: data source %+v, want {%s %s}", p.Title, ref, postgresType, warehouseUID)
+				}
 			}
 		}
-	}
+		for _, want := range requiredPanels {
+			if !slices.Contains(titles, want) {
+				t.Errorf("no panel %q (panels: %q)", want, titles)
+			}
+		}
+		for _, v := range d.Variables {
+			if v.Type == "query" && (v.Datasource == nil || v.Datasource.UID != warehouseUID) {
+				t.Errorf("variable %s: data source %+v, want uid %s", v.Name, v.Datasource, warehouseUID)
+			}
+		}
+	})
 
-	// A few panels checked against what the simulator holds, through the panel's own SQL.
-	if q, ok := queries["Revenue per month and currency"]; ok {
-		var got string
-		if err := conn.QueryRow(ctx, `SELECT coalesce(sum(revenue_bc), 0)::text FROM (`+q.sql+`) panel`).Scan(&got); err != nil {
-			t.Fatalf("revenue total: %v", err)
-		}
-		want := bookedRevenue(sim, q.r)
-		if g, err := decimal.NewFromString(got); err != nil || !g.Equal(want) {
-			t.Errorf("revenue per month adds up to %s, want %s (booked invoices dated %s..%s)", got, want,
-				q.r.From.Format(time.DateOnly), q.r.To.Format(time.DateOnly))
-		}
-	}
-	if q, ok := queries["Invoices changed or deleted this week"]; ok {
-		got, err := countBy(ctx, conn, `SELECT change, count(*) FROM (`+q.sql+`) panel GROUP BY change`)
+	// Every query of the dashboard, its variables' first, runs as a member of erpsync_analyst on a
+	// warehouse synced from the simulator (with invoices changed and deleted this week and a rate
+	// changed), with its variables and macros expanded as Grafana would, and returns rows.
+	t.Run("RunsEveryQueryAsAnAnalystAndGetsRows", func(t *testing.T) {
+		d := loadDashboard(t, warehouseJSON)
+		dbURL, sim, now := syncedWarehouse(t)
+		// A login that is only an analyst, as the dashboard's datasource is.
+		conn := testdb.PoolAs(t, dbURL, testdb.Role(t, "erpsync_analyst"))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+
+		dashRange, err := d.Range(now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := map[string]int64{"changed": nChanged, "deleted": nDeleted}; !maps.Equal(got, want) {
-			t.Errorf("invoices changed or deleted this week: %v, want %v", got, want)
+		// What Grafana selects by default: every value (All). A variable's query may use the
+		// variables before it.
+		vars := map[string][]string{}
+		for _, v := range d.Variables {
+			if v.Type != "query" {
+				continue // the test gives no other kind: a reference to one is left over, and fails
+			}
+			sql, err := v.SQL()
+			if err == nil {
+				sql, err = Expand(sql, vars, dashRange)
+			}
+			if err != nil {
+				t.Fatalf("variable %s: %v", v.Name, err)
+			}
+			values, err := firstColumn(ctx, conn, sql)
+			if err != nil || len(values) == 0 {
+				t.Fatalf("variable %s: %d values, %v\n%s", v.Name, len(values), err, sql)
+			}
+			vars[v.Name] = values
 		}
-	}
-	if q, ok := queries["FX rate history"]; ok {
-		var rates int64
-		err := conn.QueryRow(ctx, `SELECT count(DISTINCT rate) FROM (`+q.sql+`) panel WHERE metric LIKE $1`,
-			changedRateOf+" %").Scan(&rates)
-		if err != nil || rates != 2 {
-			t.Errorf("FX rate history shows %d rates of %s, want 2 (before and after the change): %v", rates, changedRateOf, err)
+		if !slices.Contains(vars["source"], source) {
+			t.Errorf("variable source = %q, want it to offer %q", vars["source"], source)
 		}
-	}
+
+		type ran struct {
+			sql string
+			r   TimeRange
+		}
+		queries := map[string]ran{} // by panel title, for the checks below
+		for _, p := range d.Panels() {
+			r, err := d.PanelRange(p, now)
+			if err != nil {
+				t.Errorf("%v", err)
+				continue
+			}
+			for _, tg := range p.Targets {
+				sql, err := Expand(tg.RawSQL, vars, r)
+				if err != nil {
+					t.Errorf("panel %q, query %s: %v", p.Title, tg.RefID, err)
+					continue
+				}
+				n, err := countRows(ctx, conn, sql)
+				switch {
+				case err != nil:
+					t.Errorf("panel %q, query %s failed as erpsync_analyst: %v\n%s", p.Title, tg.RefID, err, sql)
+				case n == 0:
+					t.Errorf("panel %q, query %s returned no rows\n%s", p.Title, tg.RefID, sql)
+				default:
+					t.Logf("panel %q, query %s: %d rows", p.Title, tg.RefID, n)
+					queries[p.Title] = ran{sql, r}
+				}
+			}
+		}
+
+		// A few panels checked against what the simulator holds, through the panel's own SQL.
+		if q, ok := queries["Revenue per month and currency"]; ok {
+			var got string
+			if err := conn.QueryRow(ctx, `SELECT coalesce(sum(revenue_bc), 0)::text FROM (`+q.sql+`) panel`).Scan(&got); err != nil {
+				t.Fatalf("revenue total: %v", err)
+			}
+			want := bookedRevenue(sim, q.r)
+			if g, err := decimal.NewFromString(got); err != nil || !g.Equal(want) {
+				t.Errorf("revenue per month adds up to %s, want %s (booked invoices dated %s..%s)", got, want,
+					q.r.From.Format(time.DateOnly), q.r.To.Format(time.DateOnly))
+			}
+		}
+		if q, ok := queries["Invoices changed or deleted this week"]; ok {
+			got, err := countBy(ctx, conn, `SELECT change, count(*) FROM (`+q.sql+`) panel GROUP BY change`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[string]int64{"changed": nChanged, "deleted": nDeleted}; !maps.Equal(got, want) {
+				t.Errorf("invoices changed or deleted this week: %v, want %v", got, want)
+			}
+		}
+		if q, ok := queries["FX rate history"]; ok {
+			var rates int64
+			err := conn.QueryRow(ctx, `SELECT count(DISTINCT rate) FROM (`+q.sql+`) panel WHERE metric LIKE $1`,
+				changedRateOf+" %").Scan(&rates)
+			if err != nil || rates != 2 {
+				t.Errorf("FX rate history shows %d rates of %s, want 2 (before and after the change): %v", rates, changedRateOf, err)
+			}
+		}
+	})
+
+	// The revenue panel's date filter reaches the index invoices_source_date for a login scoped to
+	// a company: row-level security only pushes leakproof operators below its policy, and the
+	// panel's filters (invoice_date BETWEEN, source IN, status NOT IN) are. With sequential scans
+	// off, a filter that did not reach the index would show as a Filter over a whole index or
+	// table instead of an Index Cond.
+	t.Run("RevenuePanelReachesTheDateIndexForAScopedLogin", func(t *testing.T) {
+		d := loadDashboard(t, warehouseJSON)
+		dbURL, _, now := syncedWarehouse(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+
+		// The grant is the schema owner's to give (the migrating login here).
+		owner, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer owner.Close(ctx)
+		scoped := testdb.Role(t)
+		if _, err := owner.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, $2, '1')`, scoped, source); err != nil {
+			t.Fatalf("grant_company: %v", err)
+		}
+		pool := testdb.PoolAs(t, dbURL, scoped)
+
+		p, ok := d.Panel("Revenue per month and currency")
+		if !ok || len(p.Targets) != 1 {
+			t.Fatalf("no revenue panel with one query in %s", warehouseJSON)
+		}
+		p.TimeFrom = "30d" // the panel's relative time, as an analyst would set it
+		r, err := d.PanelRange(p, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sql, err := Expand(p.Targets[0].RawSQL, map[string][]string{"source": {source}}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := countRows(ctx, pool, sql); err != nil || n == 0 {
+			t.Fatalf("the revenue panel as the scoped login: %d rows, %v (want the company's invoices)\n%s", n, err, sql)
+		}
+
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+			t.Fatal(err)
+		}
+		var plan []byte
+		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+sql).Scan(&plan); err != nil {
+			t.Fatalf("EXPLAIN as the scoped login: %v", err)
+		}
+		scans, err := IndexScans(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range scans {
+			if s.Index == "invoices_source_date" && strings.Contains(s.Cond, "invoice_date") {
+				t.Logf("%s using %s, Index Cond: %s", s.Node, s.Index, s.Cond)
+				return
+			}
+		}
+		var pretty strings.Builder
+		var v any
+		if json.Unmarshal(plan, &v) == nil {
+			b, _ := json.MarshalIndent(v, "", "  ")
+			pretty.Write(b)
+		}
+		t.Errorf("as a scoped login, the revenue panel's plan has no scan of invoices_source_date with an Index Cond on invoice_date (index scans: %+v)\n%s\n%s",
+			scans, sql, pretty.String())
+	})
 }
 
 // syncedWarehouse is a fresh warehouse with every stream synced from the simulator, then

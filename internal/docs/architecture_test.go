@@ -110,34 +110,6 @@ func packageTable(t *testing.T, md string) map[string]int {
 	return rows
 }
 
-// TestPackageTable fails when the package table of docs/architecture.md
-// and `go list ./...` disagree: a package added, renamed or removed
-// without the page that introduces the code to a newcomer.
-func TestPackageTable(t *testing.T) {
-	root := moduleRoot(t)
-	md, err := os.ReadFile(filepath.Join(root, architecture))
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed := packageTable(t, string(md))
-	pkgs := packages(t, root)
-	for _, p := range pkgs {
-		if _, ok := listed[p]; !ok {
-			t.Errorf("%s: the package table does not list %s", architecture, p)
-		}
-	}
-	var extra []string
-	for p := range listed {
-		if !slices.Contains(pkgs, p) {
-			extra = append(extra, p)
-		}
-	}
-	slices.Sort(extra)
-	for _, p := range extra {
-		t.Errorf("%s:%d: the package table lists %s, which `go list ./...` does not know", architecture, listed[p], p)
-	}
-}
-
 // arrow separates a package from what it imports in the drawing.
 const arrow = "──>"
 
@@ -181,51 +153,82 @@ func importDrawing(t *testing.T, md string) map[string][]string {
 	return drawn
 }
 
-// TestImportDrawing fails when the drawing of the package map shows an
-// import the code does not make, or leaves out one it makes: the drawing
-// is how a newcomer learns what may depend on what.
-func TestImportDrawing(t *testing.T) {
-	root := moduleRoot(t)
-	md, err := os.ReadFile(filepath.Join(root, architecture))
-	if err != nil {
-		t.Fatal(err)
-	}
-	drawn := importDrawing(t, string(md))
-	module := modulePath(t, root)
-	// One line per package: its path, then its imports.
-	imports := map[string][]string{}
-	for _, line := range goList(t, root, "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
+// TestArchitectureDoc documents the package map of docs/architecture.md: a test
+// holds it to the code, so that the page a newcomer reads first is true.
+func TestArchitectureDoc(t *testing.T) {
+	// The package table and `go list ./...` agree: no package added, renamed or
+	// removed without the page that introduces the code to a newcomer.
+	t.Run("PackageTableListsEveryPackageAndNoOther", func(t *testing.T) {
+		root := moduleRoot(t)
+		md, err := os.ReadFile(filepath.Join(root, architecture))
+		if err != nil {
+			t.Fatal(err)
 		}
-		pkg := inModule(module, f[0])
-		imports[pkg] = nil
-		for _, p := range f[1:] {
-			if p == module || strings.HasPrefix(p, module+"/") {
-				imports[pkg] = append(imports[pkg], inModule(module, p))
+		listed := packageTable(t, string(md))
+		pkgs := packages(t, root)
+		for _, p := range pkgs {
+			if _, ok := listed[p]; !ok {
+				t.Errorf("%s: the package table does not list %s", architecture, p)
 			}
 		}
-	}
-	for pkg, want := range imports {
-		got, shown := drawn[pkg]
-		for _, p := range want {
-			if !slices.Contains(got, p) {
-				t.Errorf("%s: %s imports %s, which the drawing does not show", architecture, pkg, p)
+		var extra []string
+		for p := range listed {
+			if !slices.Contains(pkgs, p) {
+				extra = append(extra, p)
 			}
 		}
-		for _, p := range got {
-			if !slices.Contains(want, p) {
-				t.Errorf("%s: the drawing shows %s importing %s, which it does not", architecture, pkg, p)
+		slices.Sort(extra)
+		for _, p := range extra {
+			t.Errorf("%s:%d: the package table lists %s, which `go list ./...` does not know", architecture, listed[p], p)
+		}
+	})
+
+	// The drawing of the package map shows no import the code does not make, and
+	// leaves out none it makes: the drawing is how a newcomer learns what may depend
+	// on what.
+	t.Run("DrawingShowsEveryImportAndNoOther", func(t *testing.T) {
+		root := moduleRoot(t)
+		md, err := os.ReadFile(filepath.Join(root, architecture))
+		if err != nil {
+			t.Fatal(err)
+		}
+		drawn := importDrawing(t, string(md))
+		module := modulePath(t, root)
+		// One line per package: its path, then its imports.
+		imports := map[string][]string{}
+		for _, line := range goList(t, root, "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...") {
+			f := strings.Fields(line)
+			if len(f) == 0 {
+				continue
+			}
+			pkg := inModule(module, f[0])
+			imports[pkg] = nil
+			for _, p := range f[1:] {
+				if p == module || strings.HasPrefix(p, module+"/") {
+					imports[pkg] = append(imports[pkg], inModule(module, p))
+				}
 			}
 		}
-		if shown && len(want) == 0 {
-			t.Errorf("%s: the drawing shows %s, which imports nothing of erpsync", architecture, pkg)
+		for pkg, want := range imports {
+			got, shown := drawn[pkg]
+			for _, p := range want {
+				if !slices.Contains(got, p) {
+					t.Errorf("%s: %s imports %s, which the drawing does not show", architecture, pkg, p)
+				}
+			}
+			for _, p := range got {
+				if !slices.Contains(want, p) {
+					t.Errorf("%s: the drawing shows %s importing %s, which it does not", architecture, pkg, p)
+				}
+			}
+			if shown && len(want) == 0 {
+				t.Errorf("%s: the drawing shows %s, which imports nothing of erpsync", architecture, pkg)
+			}
 		}
-	}
-	for pkg := range drawn {
-		if _, ok := imports[pkg]; !ok {
-			t.Errorf("%s: the drawing shows %s, which `go list ./...` does not know", architecture, pkg)
+		for pkg := range drawn {
+			if _, ok := imports[pkg]; !ok {
+				t.Errorf("%s: the drawing shows %s, which `go list ./...` does not know", architecture, pkg)
+			}
 		}
-	}
+	})
 }

@@ -136,64 +136,68 @@ func (r *resolver) brokenLinks(rel string) ([]string, error) {
 	return out, nil
 }
 
-// TestLinks fails on a link of the documentation that leads nowhere: a
-// file or directory that is not in the repository, or an anchor that no
-// heading of the target has (a page split or a heading renamed).
-func TestLinks(t *testing.T) {
-	root := moduleRoot(t)
-	r := newResolver(root)
-	files := documentation(t, root)
-	if !slices.Contains(files, filepath.Join("docs", "operating.md")) {
-		t.Fatalf("docs/operating.md not found among %v", files)
-	}
-	for _, f := range files {
-		broken, err := r.brokenLinks(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range broken {
-			t.Error(b)
-		}
-	}
-}
-
 // ruleFiles carry runbook_url annotations that must lead to a runbook.
 var ruleFiles = []string{
 	filepath.Join("deploy", "prometheus", "erpsync-rules.yaml"),
 	filepath.Join("deploy", "kubernetes", "prometheusrule.yaml"),
 }
 
-// TestRunbookURLs fails when an alert's runbook_url into this repository
-// leads nowhere: an operator paged at night lands on the top of a page,
-// or on a 404, instead of on what to do.
-func TestRunbookURLs(t *testing.T) {
-	root := moduleRoot(t)
-	r := newResolver(root)
-	for _, f := range ruleFiles {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
+// TestDocumentation documents the links of the documentation (README.md, docs/ and
+// the other Markdown files) and of the alerts' runbook_url: each leads somewhere.
+func TestDocumentation(t *testing.T) {
+	// A link that leads nowhere fails: a file or directory that is not in the
+	// repository, or an anchor that no heading of the target has (a page split or a
+	// heading renamed).
+	t.Run("LinksLeadSomewhere", func(t *testing.T) {
+		root := moduleRoot(t)
+		r := newResolver(root)
+		files := documentation(t, root)
+		if !slices.Contains(files, filepath.Join("docs", "operating.md")) {
+			t.Fatalf("docs/operating.md not found among %v", files)
 		}
-		var doc yaml.Node
-		if err := yaml.Unmarshal(b, &doc); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		found := 0
-		for _, u := range runbookURLs(&doc) {
-			found++
-			switch {
-			case strings.HasPrefix(u.Value, repoURL):
-				if problem := r.resolve(f, u.Value); problem != "" {
-					t.Errorf("%s:%d: runbook_url %s: %s", filepath.ToSlash(f), u.Line, u.Value, problem)
-				}
-			case strings.HasPrefix(u.Value, strings.TrimSuffix(repoURL, "blob/main/")):
-				t.Errorf("%s:%d: runbook_url %s points into the repository but not at a file on main (%s<path>#<anchor>)", filepath.ToSlash(f), u.Line, u.Value, repoURL)
+		for _, f := range files {
+			broken, err := r.brokenLinks(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range broken {
+				t.Error(b)
 			}
 		}
-		if found == 0 {
-			t.Errorf("%s: no runbook_url found", f)
+	})
+
+	// An alert's runbook_url into this repository that leads nowhere fails: an
+	// operator paged at night would land on the top of a page, or on a 404, instead of
+	// on what to do.
+	t.Run("RunbookURLsLeadToTheirRunbook", func(t *testing.T) {
+		root := moduleRoot(t)
+		r := newResolver(root)
+		for _, f := range ruleFiles {
+			b, err := os.ReadFile(filepath.Join(root, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc yaml.Node
+			if err := yaml.Unmarshal(b, &doc); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			found := 0
+			for _, u := range runbookURLs(&doc) {
+				found++
+				switch {
+				case strings.HasPrefix(u.Value, repoURL):
+					if problem := r.resolve(f, u.Value); problem != "" {
+						t.Errorf("%s:%d: runbook_url %s: %s", filepath.ToSlash(f), u.Line, u.Value, problem)
+					}
+				case strings.HasPrefix(u.Value, strings.TrimSuffix(repoURL, "blob/main/")):
+					t.Errorf("%s:%d: runbook_url %s points into the repository but not at a file on main (%s<path>#<anchor>)", filepath.ToSlash(f), u.Line, u.Value, repoURL)
+				}
+			}
+			if found == 0 {
+				t.Errorf("%s: no runbook_url found", f)
+			}
 		}
-	}
+	})
 }
 
 // runbookURLs returns the value nodes of every runbook_url key in n.
@@ -212,77 +216,81 @@ func runbookURLs(n *yaml.Node) []*yaml.Node {
 	return out
 }
 
-// TestBrokenLinksAreFound holds the checker to what it must catch, on a
-// small repository of its own.
-func TestBrokenLinksAreFound(t *testing.T) {
-	root := t.TempDir()
-	files := map[string]string{
-		"go.mod": "module example\n",
-		"README.md": "# Title\n\n" +
-			"[ok](docs/page.md) [ok](docs/page.md#second-heading) [ok](#title) [ok](docs/)\n" +
-			"[ok](https://example.com/x) [ok](" + repoURL + "docs/page.md#run-make-bench)\n" +
-			"[gone](docs/missing.md)\n" +
-			"[bad anchor](docs/page.md#no-such-heading)\n" +
-			"![image](img/none.png)\n" +
-			"```\n[in a fence](nowhere.md)\n```\n" +
-			"`[in code](nowhere.md)`\n" +
-			"[escapes](../../etc/passwd)\n" +
-			"[old](" + repoURL + "README.md#alert-x)\n" +
-			"[ref]: docs/nothing-here.md\n",
-		"docs/page.md": "# Page\n\n## Second heading\n\n## Run `make bench`\n\n```\n# not a heading\n```\n",
-	}
-	for name, text := range files {
-		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755); err != nil {
+// TestResolver holds the link checker to what it must catch, on a small repository
+// of its own.
+func TestResolver(t *testing.T) {
+	t.Run("FindsEveryKindOfBrokenLink", func(t *testing.T) {
+		root := t.TempDir()
+		files := map[string]string{
+			"go.mod": "module example\n",
+			"README.md": "# Title\n\n" +
+				"[ok](docs/page.md) [ok](docs/page.md#second-heading) [ok](#title) [ok](docs/)\n" +
+				"[ok](https://example.com/x) [ok](" + repoURL + "docs/page.md#run-make-bench)\n" +
+				"[gone](docs/missing.md)\n" +
+				"[bad anchor](docs/page.md#no-such-heading)\n" +
+				"![image](img/none.png)\n" +
+				"```\n[in a fence](nowhere.md)\n```\n" +
+				"`[in code](nowhere.md)`\n" +
+				"[escapes](../../etc/passwd)\n" +
+				"[old](" + repoURL + "README.md#alert-x)\n" +
+				"[ref]: docs/nothing-here.md\n",
+			"docs/page.md": "# Page\n\n## Second heading\n\n## Run `make bench`\n\n```\n# not a heading\n```\n",
+		}
+		for name, text := range files {
+			if err := os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := newResolver(root).brokenLinks("README.md")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
+		want := []string{
+			"README.md:5: [gone](docs/missing.md): docs/missing.md does not exist",
+			"README.md:6: [bad anchor](docs/page.md#no-such-heading): docs/page.md has no heading with the anchor #no-such-heading",
+			"README.md:7: ![image](img/none.png): img/none.png does not exist",
+			"README.md:12: [escapes](../../etc/passwd): it points outside the repository",
+			"README.md:13: [old](" + repoURL + "README.md#alert-x): README.md has no heading with the anchor #alert-x",
+			"README.md:14: [ref]: docs/nothing-here.md: docs/nothing-here.md does not exist",
 		}
-	}
-	got, err := newResolver(root).brokenLinks("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		"README.md:5: [gone](docs/missing.md): docs/missing.md does not exist",
-		"README.md:6: [bad anchor](docs/page.md#no-such-heading): docs/page.md has no heading with the anchor #no-such-heading",
-		"README.md:7: ![image](img/none.png): img/none.png does not exist",
-		"README.md:12: [escapes](../../etc/passwd): it points outside the repository",
-		"README.md:13: [old](" + repoURL + "README.md#alert-x): README.md has no heading with the anchor #alert-x",
-		"README.md:14: [ref]: docs/nothing-here.md: docs/nothing-here.md does not exist",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("broken links found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+		if !slices.Equal(got, want) {
+			t.Errorf("broken links found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
 }
 
-// TestAnchors pins GitHub's rule for heading anchors, which every
-// #fragment above is matched against.
+// TestAnchors pins GitHub's rule for heading anchors, which every #fragment is
+// matched against.
 func TestAnchors(t *testing.T) {
-	md := "# erpsync\n" +
-		"#### Alert: ErpsyncStreamStale\n" +
-		"## A fleet: what one warehouse and two replicas hold\n" +
-		"## `make bench`\n" +
-		"## Streams, schedules and history per stream\n" +
-		"## Tables for analysts (`erp.*`)\n" +
-		"## Notes\n## Notes\n## Notes\n" +
-		"## See [the guide](guide.md)\n" +
-		"## Closing hashes ##\n" +
-		"Setext heading\n--------------\n" +
-		"```\n## in a fence\n```\n" +
-		"#not-a-heading\n"
-	want := []string{
-		"erpsync", "alert-erpsyncstreamstale", "a-fleet-what-one-warehouse-and-two-replicas-hold",
-		"make-bench", "streams-schedules-and-history-per-stream", "tables-for-analysts-erp",
-		"notes", "notes-1", "notes-2", "see-the-guide", "closing-hashes", "setext-heading",
-	}
-	got := anchors(md)
-	for _, a := range want {
-		if !got[a] {
-			t.Errorf("no anchor %q", a)
+	t.Run("FollowGitHubsRuleForHeadings", func(t *testing.T) {
+		md := "# erpsync\n" +
+			"#### Alert: ErpsyncStreamStale\n" +
+			"## A fleet: what one warehouse and two replicas hold\n" +
+			"## `make bench`\n" +
+			"## Streams, schedules and history per stream\n" +
+			"## Tables for analysts (`erp.*`)\n" +
+			"## Notes\n## Notes\n## Notes\n" +
+			"## See [the guide](guide.md)\n" +
+			"## Closing hashes ##\n" +
+			"Setext heading\n--------------\n" +
+			"```\n## in a fence\n```\n" +
+			"#not-a-heading\n"
+		want := []string{
+			"erpsync", "alert-erpsyncstreamstale", "a-fleet-what-one-warehouse-and-two-replicas-hold",
+			"make-bench", "streams-schedules-and-history-per-stream", "tables-for-analysts-erp",
+			"notes", "notes-1", "notes-2", "see-the-guide", "closing-hashes", "setext-heading",
 		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("anchors %v, want exactly %v", got, want)
-	}
+		got := anchors(md)
+		for _, a := range want {
+			if !got[a] {
+				t.Errorf("no anchor %q", a)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("anchors %v, want exactly %v", got, want)
+		}
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	gosync "sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,10 +20,9 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
-	"github.com/erpsync/erpsync/internal/testdb"
 )
 
-// fleetSize is one configuration of TestFleet.
+// fleetSize is one configuration of TestRun's fleet report.
 type fleetSize struct {
 	sources, invoices int
 	// steady is how long the fleet runs once every source is synced: the
@@ -313,119 +310,7 @@ type staleness struct {
 	job   string // source/stream where it happened
 }
 
-// TestFleet is the fleet report: every source of a fleet (one simulated
-// ERP per tenant) with the four core streams, two replicas of `erpsync
-// run` on one warehouse, until every source is synced and then for a
-// steady while. It asserts what a deployment must hold (every source
-// exact, no two runs of one stream at once, both replicas working, no
-// stream stale past the product's overdue mark, /readyz never 503) and
-// logs what it measured. Small by default; ERPSYNC_FLEET=full runs 200
-// sources of 3000 invoices (`make fleet`); ERPSYNC_FLEET_SOURCES,
-// _INVOICES, _DURATION (the steady part) and _LATENCY override the sizes;
-// ERPSYNC_FLEET_REPORT=path writes the report there as markdown.
-func TestFleet(t *testing.T) {
-	bin := erpsyncBinary(t)
-	s := fleetSizeFromEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*s.steady+10*time.Minute)
-	defer cancel()
-
-	fleet := erpsim.NewFleet(erpsim.FleetOptions{Tenants: s.sources,
-		Template: erpsim.Options{Invoices: s.invoices, PageSizeCap: fleetPageSize, Latency: s.latency}})
-	srv := httptest.NewServer(fleet)
-	t.Cleanup(srv.Close)
-	names := fleet.Names()
-	cfgPath := writeFleetConfig(t, srv.URL, names, s)
-	dbURL := testdb.New(t)
-	pool := testdb.ObserverPool(t, dbURL)
-
-	replicas := make([]*replica, 2)
-	procs := make([]*process, 2)
-	started := time.Now()
-	for i := range replicas {
-		r := &replica{addr: freeAddr(t), app: fmt.Sprintf("erpsync-fleet-%d", i+1), backends: map[int32]bool{}}
-		env := []string{
-			"ERPSYNC_CONFIG=" + cfgPath,
-			"ERPSYNC_DATABASE_URL=" + withAppName(t, dbURL, r.app),
-			"ERPSYNC_HTTP_ADDR=" + r.addr,
-			"ERPSYNC_LOG_FORMAT=json",
-			"ERPSYNC_LOG_LEVEL=warn",
-			fleetPassword + "=erpsync-demo-password",
-		}
-		r.p = startDaemon(t, ctx, bin, env, i+1)
-		r.pid = r.p.cmd.Process.Pid
-		replicas[i], procs[i] = r, r.p
-	}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	pollUntil(t, ctx, time.Minute, 50*time.Millisecond, "both replicas' /readyz to answer 200", procs, func() (bool, error) {
-		return getStatus(hc, "http://"+replicas[0].addr+"/readyz") == 200 && getStatus(hc, "http://"+replicas[1].addr+"/readyz") == 200, nil
-	})
-	mon := startFleetMonitor(ctx, pool, replicas, s.poll)
-	stopMonitor := gosync.OnceFunc(mon.Stop)
-	defer stopMonitor()
-
-	// The first full sync: every (source, stream) has succeeded once.
-	jobs := len(names) * len(coreStreams)
-	pollUntil(t, ctx, 10*time.Minute, 500*time.Millisecond, "every source's every stream to succeed once", procs, func() (bool, error) {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT DISTINCT source, stream FROM erp.sync_runs WHERE status = 'succeeded') x`).Scan(&n)
-		return n == jobs, err
-	})
-	synced := time.Now()
-	cpuAtSync := machineCPU()
-	t.Logf("fleet first fully synced %s after the start", synced.Sub(started).Round(time.Second))
-
-	// The steady state.
-	pollUntil(t, ctx, s.steady+time.Minute, time.Second, fmt.Sprintf("%s of steady state", s.steady), procs, func() (bool, error) {
-		return time.Since(synced) >= s.steady, nil
-	})
-	for _, r := range replicas {
-		r.hwmKiB = procStatusKiB(r.pid, "VmHWM")
-		code, body := getWithBody(&http.Client{Timeout: 10 * time.Second}, "http://"+r.addr+"/metrics")
-		if code != http.StatusOK {
-			t.Errorf("replica #%d: GET /metrics: %d", r.p.n, code)
-		}
-		r.metrics = body
-	}
-	stopMonitor()
-
-	// /readyz says 503 from here on, by design: the shutdown.
-	stopAt := time.Now()
-	busy := machineCPU().busySince(cpuAtSync)
-	for _, r := range replicas {
-		if err := r.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, r := range replicas {
-		select {
-		case <-r.p.done:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("replica #%d did not exit within 30 s of SIGTERM", r.p.n)
-		}
-		if r.p.err != nil {
-			t.Errorf("replica #%d exited with %v after SIGTERM, want status 0", r.p.n, r.p.err)
-		}
-	}
-
-	runs, err := loadRuns(ctx, pool, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := &fleetReport{sources: len(names), started: started, synced: synced, stopAt: stopAt,
-		machineBusy: busy, peakConnTotal: mon.peakTotal}
-	analyseFleet(t, rep, s, replicas, runs)
-	checkFleetData(t, ctx, pool, fleet)
-
-	text := rep.markdown(s, replicas)
-	t.Logf("fleet report\n%s", text)
-	if path := os.Getenv("ERPSYNC_FLEET_REPORT"); path != "" {
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Errorf("ERPSYNC_FLEET_REPORT: %v", err)
-		}
-	}
-}
-
-// fleetReport is what TestFleet measured.
+// fleetReport is what the fleet report measured.
 type fleetReport struct {
 	sources                 int
 	started, synced, stopAt time.Time
@@ -542,7 +427,8 @@ func analyseFleet(t *testing.T, rep *fleetReport, s fleetSize, replicas []*repli
 		}
 	}
 	// Runs of one (source, stream) never overlap: sorted by start, each
-	// finishes before the next starts (see TestTwoReplicas for why that is
+	// finishes before the next starts (see TestRun's
+	// TakesTurnsWithAReplicaAndResumesWhatAKilledOneLeft for why that is
 	// the lock's guarantee).
 	for key, rs := range byJob {
 		for i := 1; i < len(rs); i++ {

@@ -130,106 +130,172 @@ func ruleMetricNames(expr string) []string {
 	return slices.Compact(names)
 }
 
-// TestRulesUseExportedMetrics fails when an alert refers to a metric
-// erpsync does not export (a typo or a renamed metric would otherwise
-// leave the alert silent forever), and checks what every alert carries.
-func TestRulesUseExportedMetrics(t *testing.T) {
-	fams := exported(t)
-	rules := readRules(t)
-	used := 0
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			name := r.Alert + r.Record
-			if strings.TrimSpace(r.Expr) == "" {
-				t.Errorf("%s: no expression", name)
-			}
-			for _, n := range ruleMetricNames(r.Expr) {
-				used++
-				if _, ok := fams[n]; ok {
+// TestRules documents the alerting and recording rules shipped for operators
+// (deploy/prometheus/erpsync-rules.yaml) and their copy for the Prometheus
+// Operator.
+func TestRules(t *testing.T) {
+	// An alert that refers to a metric erpsync does not export fails (a typo or a
+	// renamed metric would otherwise leave the alert silent forever); every alert
+	// carries a severity, a summary, a description and its runbook_url.
+	t.Run("UseOnlyMetricsErpsyncExportsAndCarryWhatAnAlertNeeds", func(t *testing.T) {
+		fams := exported(t)
+		rules := readRules(t)
+		used := 0
+		for _, g := range rules.Groups {
+			for _, r := range g.Rules {
+				name := r.Alert + r.Record
+				if strings.TrimSpace(r.Expr) == "" {
+					t.Errorf("%s: no expression", name)
+				}
+				for _, n := range ruleMetricNames(r.Expr) {
+					used++
+					if _, ok := fams[n]; ok {
+						continue
+					}
+					// A histogram's or summary's series carry suffixes.
+					base, ok := "", false
+					for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+						if b, cut := strings.CutSuffix(n, suffix); cut {
+							base, ok = b, true
+						}
+					}
+					f := fams[base]
+					if ok && f != nil && (f.GetType() == dto.MetricType_HISTOGRAM || f.GetType() == dto.MetricType_SUMMARY) &&
+						(!strings.HasSuffix(n, "_bucket") || f.GetType() == dto.MetricType_HISTOGRAM) {
+						continue
+					}
+					t.Errorf("%s uses %s, which erpsync does not export", name, n)
+				}
+				if r.Alert == "" {
 					continue
 				}
-				// A histogram's or summary's series carry suffixes.
-				base, ok := "", false
-				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-					if b, cut := strings.CutSuffix(n, suffix); cut {
-						base, ok = b, true
+				if !slices.Contains([]string{"critical", "warning", "info"}, r.Labels["severity"]) {
+					t.Errorf("%s: labels.severity is %q", r.Alert, r.Labels["severity"])
+				}
+				for _, a := range []string{"summary", "description"} {
+					if strings.TrimSpace(r.Annotations[a]) == "" {
+						t.Errorf("%s: no annotations.%s", r.Alert, a)
 					}
 				}
-				f := fams[base]
-				if ok && f != nil && (f.GetType() == dto.MetricType_HISTOGRAM || f.GetType() == dto.MetricType_SUMMARY) &&
-					(!strings.HasSuffix(n, "_bucket") || f.GetType() == dto.MetricType_HISTOGRAM) {
+				if want := runbookPrefix + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+					t.Errorf("%s: runbook_url is %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+				}
+			}
+		}
+		if used == 0 {
+			t.Fatal("no metric names found in the rules")
+		}
+	})
+
+	// Every alert has a runbook section in docs/operating.md, and no runbook is left
+	// for an alert that is gone: the first would make runbook_url land at the top of
+	// the page, the second would send an operator to an alert that cannot fire.
+	t.Run("HaveARunbookEachAndEveryRunbookAnAlert", func(t *testing.T) {
+		b, err := os.ReadFile(runbooks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sections := map[string]bool{} // alert name -> heading seen
+		for line := range strings.Lines(string(b)) {
+			if name, ok := strings.CutPrefix(strings.TrimSpace(line), "#### Alert: "); ok {
+				sections[strings.TrimSpace(name)] = true
+			}
+		}
+		alerts := map[string]bool{}
+		for _, g := range readRules(t).Groups {
+			for _, r := range g.Rules {
+				if r.Alert == "" {
 					continue
 				}
-				t.Errorf("%s uses %s, which erpsync does not export", name, n)
-			}
-			if r.Alert == "" {
-				continue
-			}
-			if !slices.Contains([]string{"critical", "warning", "info"}, r.Labels["severity"]) {
-				t.Errorf("%s: labels.severity is %q", r.Alert, r.Labels["severity"])
-			}
-			for _, a := range []string{"summary", "description"} {
-				if strings.TrimSpace(r.Annotations[a]) == "" {
-					t.Errorf("%s: no annotations.%s", r.Alert, a)
+				alerts[r.Alert] = true
+				// The heading's GitHub anchor is "alert-" and the lowercased
+				// name only while the name is letters and digits.
+				if strings.Trim(r.Alert, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != "" {
+					t.Errorf("%s: the name holds more than letters and digits, so its runbook's anchor is not %q", r.Alert, "alert-"+strings.ToLower(r.Alert))
+				}
+				if !sections[r.Alert] {
+					t.Errorf("%s: no heading \"#### Alert: %s\" in %s, where its runbook_url points", r.Alert, r.Alert, runbooks)
 				}
 			}
-			if want := runbookPrefix + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
-				t.Errorf("%s: runbook_url is %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+		}
+		for name := range sections {
+			if !alerts[name] {
+				t.Errorf("%s has a runbook (\"#### Alert: %s\") but no alert in %s", runbooks, name, rulesFile)
 			}
 		}
-	}
-	if used == 0 {
-		t.Fatal("no metric names found in the rules")
-	}
+	})
+
+	// A rule that uses a label name the metrics it refers to do not carry fails, e.g.
+	// login on a per-stream metric, or a login label missing from a metric the alerts
+	// expect it on.
+	t.Run("UseOnlyLabelsTheirMetricsCarry", func(t *testing.T) {
+		labels := labelNames(exported(t))
+		// The alerts on a stream's data tell the logins apart.
+		for _, n := range []string{"erpsync_last_success_timestamp_seconds", "erpsync_last_run_failed", "erpsync_deletions_held"} {
+			if !labels[n]["login"] {
+				t.Errorf("%s has no login label", n)
+			}
+		}
+		for _, g := range readRules(t).Groups {
+			for _, r := range g.Rules {
+				for _, p := range ruleLabelProblems(r.Expr, labels) {
+					t.Errorf("%s: %s", r.Alert+r.Record, p)
+				}
+			}
+		}
+	})
+
+	// The PrometheusRule for the Prometheus Operator carries the rule file's groups.
+	t.Run("AreCopiedWholeIntoThePrometheusOperatorsRule", func(t *testing.T) {
+		var file struct {
+			Groups any `yaml:"groups"`
+		}
+		var operator struct {
+			Kind string `yaml:"kind"`
+			Spec struct {
+				Groups any `yaml:"groups"`
+			} `yaml:"spec"`
+		}
+		for path, into := range map[string]any{filepath.Join(rulesDir, rulesFile): &file, operatorRules: &operator} {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(b, into); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		if operator.Kind != "PrometheusRule" {
+			t.Fatalf("%s: kind %q", operatorRules, operator.Kind)
+		}
+		if file.Groups == nil || !reflect.DeepEqual(file.Groups, operator.Spec.Groups) {
+			t.Fatalf("%s: spec.groups differ from %s; copy the groups over", operatorRules, rulesFile)
+		}
+	})
+
+	t.Run("PassPromtoolsChecksAndTheirUnitTests", func(t *testing.T) {
+		promtool := testutil.RequireTool(t, "promtool", "prometheus")
+		for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTestFile}} {
+			cmd := exec.Command(promtool, args...)
+			cmd.Dir = rulesDir
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	})
 }
 
-// TestRunbooks fails when an alert has no runbook section in
-// docs/operating.md, or a runbook is left for an alert that is gone: the
-// first would make runbook_url land at the top of the page, the second
-// would send an operator to an alert that cannot fire.
-func TestRunbooks(t *testing.T) {
-	b, err := os.ReadFile(runbooks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sections := map[string]bool{} // alert name -> heading seen
-	for line := range strings.Lines(string(b)) {
-		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "#### Alert: "); ok {
-			sections[strings.TrimSpace(name)] = true
-		}
-	}
-	alerts := map[string]bool{}
-	for _, g := range readRules(t).Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" {
-				continue
-			}
-			alerts[r.Alert] = true
-			// The heading's GitHub anchor is "alert-" and the lowercased
-			// name only while the name is letters and digits.
-			if strings.Trim(r.Alert, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != "" {
-				t.Errorf("%s: the name holds more than letters and digits, so its runbook's anchor is not %q", r.Alert, "alert-"+strings.ToLower(r.Alert))
-			}
-			if !sections[r.Alert] {
-				t.Errorf("%s: no heading \"#### Alert: %s\" in %s, where its runbook_url points", r.Alert, r.Alert, runbooks)
-			}
-		}
-	}
-	for name := range sections {
-		if !alerts[name] {
-			t.Errorf("%s has a runbook (\"#### Alert: %s\") but no alert in %s", runbooks, name, rulesFile)
-		}
-	}
-}
-
-// TestRuleMetricNames pins the extraction the test above relies on.
+// TestRuleMetricNames pins the extraction TestRules relies on.
 func TestRuleMetricNames(t *testing.T) {
-	got := ruleMetricNames(`sum by (source) (rate(erpsync_run_duration_seconds_bucket{stream="erpsync_x"}[5m]))
+	t.Run("FindsTheMetricsAnExpressionUses", func(t *testing.T) {
+		got := ruleMetricNames(`sum by (source) (rate(erpsync_run_duration_seconds_bucket{stream="erpsync_x"}[5m]))
 		/ ignoring (le) time() - process_start_time_seconds and up{job="erpsync"} > erpsync_ready`)
-	want := []string{"erpsync_ready", "erpsync_run_duration_seconds_bucket", "process_start_time_seconds"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
+		want := []string{"erpsync_ready", "erpsync_run_duration_seconds_bucket", "process_start_time_seconds"}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
 }
 
 // targetLabels are the labels Prometheus adds to every series it scrapes
@@ -351,119 +417,62 @@ func ruleLabelProblems(expr string, labels map[string]map[string]bool) []string 
 	return slices.Compact(problems)
 }
 
-// TestRuleLabelNames fails when a rule uses a label name the metrics it
-// refers to do not carry, e.g. login on a per-stream metric, or a login
-// label missing from a metric the alerts expect it on.
-func TestRuleLabelNames(t *testing.T) {
-	labels := labelNames(exported(t))
-	// The alerts on a stream's data tell the logins apart.
-	for _, n := range []string{"erpsync_last_success_timestamp_seconds", "erpsync_last_run_failed", "erpsync_deletions_held"} {
-		if !labels[n]["login"] {
-			t.Errorf("%s has no login label", n)
-		}
-	}
-	for _, g := range readRules(t).Groups {
-		for _, r := range g.Rules {
-			for _, p := range ruleLabelProblems(r.Expr, labels) {
-				t.Errorf("%s: %s", r.Alert+r.Record, p)
-			}
-		}
-	}
-}
-
-// TestRuleLabelProblems pins the checks the test above relies on.
+// TestRuleLabelProblems pins the checks TestRules relies on.
 func TestRuleLabelProblems(t *testing.T) {
-	labels := map[string]map[string]bool{
-		"erpsync_a": {"job": true, "instance": true, "source": true, "stream": true, "login": true},
-		"erpsync_b": {"job": true, "instance": true, "source": true, "stream": true},
-	}
-	for expr, want := range map[string][]string{
-		`max by (source, stream, login) (erpsync_a) > on (source, stream) group_left () max by (source, stream) (erpsync_b)`: nil,
-		`max by (source, stream) (max_over_time(erpsync_b{stream="x"}[5m]))`:                                                 nil,
-		`max by (login) (erpsync_b + ignoring (login) group_right () erpsync_a)`:                                             nil,
-		`up{job="erpsync"} and on (instance) erpsync_b`:                                                                      nil,
-		`max by (source, stream, login) (max_over_time(erpsync_b[5m]))`:                                                      {"aggregation by (source, stream, login) of erpsync_b, which has no label login", "label login is on none of the metrics the rule uses"},
-		`erpsync_b{login="north"}`:                        {"erpsync_b has no label login"},
-		`erpsync_a > on (source, stream, logn) erpsync_b`: {"label logn is on none of the metrics the rule uses"},
-	} {
-		if got := ruleLabelProblems(expr, labels); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: got %q, want %q", expr, got, want)
+	t.Run("FindsEveryLabelAMetricOfTheRuleLacks", func(t *testing.T) {
+		labels := map[string]map[string]bool{
+			"erpsync_a": {"job": true, "instance": true, "source": true, "stream": true, "login": true},
+			"erpsync_b": {"job": true, "instance": true, "source": true, "stream": true},
 		}
-	}
-}
-
-// TestDeclareLogins: ErpsyncStreamStale finds the logins of a stream whose
-// data were never complete through erpsync_deletions_held, which Declare
-// must therefore export for every login before any run.
-func TestDeclareLogins(t *testing.T) {
-	m := New()
-	m.Declare("default", "invoices", []string{"north", "south"}, 5*time.Minute)
-	m.DeclareFollow("default", "invoices", []string{"north", "south"}, 30*time.Second)
-	m.FollowMissed("default", "invoices", "north", 1)
-	m.DriftCounted("default", "invoices", "date", "unusable", 3)
-	m.RunFinished("default", "invoices", model.RunOutcome{Login: "north", Kind: model.KindFollow, Status: model.StatusSucceeded,
-		Elapsed: time.Second, FollowedAt: time.Now(), Swept: true})
-	fams, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logins []string
-	for _, f := range fams {
-		if f.GetName() != "erpsync_deletions_held" {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if l.GetName() == "login" {
-					logins = append(logins, l.GetValue())
-				}
+		for expr, want := range map[string][]string{
+			`max by (source, stream, login) (erpsync_a) > on (source, stream) group_left () max by (source, stream) (erpsync_b)`: nil,
+			`max by (source, stream) (max_over_time(erpsync_b{stream="x"}[5m]))`:                                                 nil,
+			`max by (login) (erpsync_b + ignoring (login) group_right () erpsync_a)`:                                             nil,
+			`up{job="erpsync"} and on (instance) erpsync_b`:                                                                      nil,
+			`max by (source, stream, login) (max_over_time(erpsync_b[5m]))`:                                                      {"aggregation by (source, stream, login) of erpsync_b, which has no label login", "label login is on none of the metrics the rule uses"},
+			`erpsync_b{login="north"}`:                        {"erpsync_b has no label login"},
+			`erpsync_a > on (source, stream, logn) erpsync_b`: {"label logn is on none of the metrics the rule uses"},
+		} {
+			if got := ruleLabelProblems(expr, labels); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: got %q, want %q", expr, got, want)
 			}
 		}
-	}
-	slices.Sort(logins)
-	if want := []string{"north", "south"}; !reflect.DeepEqual(logins, want) {
-		t.Fatalf("erpsync_deletions_held declared for logins %q, want %q", logins, want)
-	}
+	})
 }
 
-// TestOperatorRulesMatch fails when the PrometheusRule for the
-// Prometheus Operator no longer carries the rule file's groups.
-func TestOperatorRulesMatch(t *testing.T) {
-	var file struct {
-		Groups any `yaml:"groups"`
-	}
-	var operator struct {
-		Kind string `yaml:"kind"`
-		Spec struct {
-			Groups any `yaml:"groups"`
-		} `yaml:"spec"`
-	}
-	for path, into := range map[string]any{filepath.Join(rulesDir, rulesFile): &file, operatorRules: &operator} {
-		b, err := os.ReadFile(path)
+// TestMetrics documents the daemon's collectors.
+func TestMetrics(t *testing.T) {
+	// ErpsyncStreamStale finds the logins of a stream whose data were never complete
+	// through erpsync_deletions_held, which Declare must therefore export for every
+	// login before any run.
+	t.Run("DeclareExportsHeldDeletionsForEveryLoginBeforeAnyRun", func(t *testing.T) {
+		m := New()
+		m.Declare("default", "invoices", []string{"north", "south"}, 5*time.Minute)
+		m.DeclareFollow("default", "invoices", []string{"north", "south"}, 30*time.Second)
+		m.FollowMissed("default", "invoices", "north", 1)
+		m.DriftCounted("default", "invoices", "date", "unusable", 3)
+		m.RunFinished("default", "invoices", model.RunOutcome{Login: "north", Kind: model.KindFollow, Status: model.StatusSucceeded,
+			Elapsed: time.Second, FollowedAt: time.Now(), Swept: true})
+		fams, err := m.Registry().Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := yaml.Unmarshal(b, into); err != nil {
-			t.Fatalf("%s: %v", path, err)
+		var logins []string
+		for _, f := range fams {
+			if f.GetName() != "erpsync_deletions_held" {
+				continue
+			}
+			for _, s := range f.GetMetric() {
+				for _, l := range s.GetLabel() {
+					if l.GetName() == "login" {
+						logins = append(logins, l.GetValue())
+					}
+				}
+			}
 		}
-	}
-	if operator.Kind != "PrometheusRule" {
-		t.Fatalf("%s: kind %q", operatorRules, operator.Kind)
-	}
-	if file.Groups == nil || !reflect.DeepEqual(file.Groups, operator.Spec.Groups) {
-		t.Fatalf("%s: spec.groups differ from %s; copy the groups over", operatorRules, rulesFile)
-	}
-}
-
-// TestRulesPromtool runs promtool's checks and the rules' unit tests.
-func TestRulesPromtool(t *testing.T) {
-	promtool := testutil.RequireTool(t, "promtool", "prometheus")
-	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTestFile}} {
-		cmd := exec.Command(promtool, args...)
-		cmd.Dir = rulesDir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		slices.Sort(logins)
+		if want := []string{"north", "south"}; !reflect.DeepEqual(logins, want) {
+			t.Fatalf("erpsync_deletions_held declared for logins %q, want %q", logins, want)
 		}
-	}
+	})
 }

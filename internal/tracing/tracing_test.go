@@ -139,9 +139,15 @@ func sampled(traceID, spanID byte) context.Context {
 func TestLogHandler(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(&buf, nil))).With("source", "main")
-	lines := func() []map[string]any {
+	// lines are the n lines logged since the last call; a subtest passes
+	// its own t, so that other lines, or as many that are not JSON, fail it.
+	lines := func(t *testing.T, n int) []map[string]any {
+		t.Helper()
 		var out []map[string]any
 		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			if l == "" {
+				continue
+			}
 			var m map[string]any
 			if err := json.Unmarshal([]byte(l), &m); err != nil {
 				t.Fatalf("not JSON: %s", l)
@@ -149,6 +155,9 @@ func TestLogHandler(t *testing.T) {
 			out = append(out, m)
 		}
 		buf.Reset()
+		if len(out) != n {
+			t.Fatalf("%d lines logged, want %d: %v", len(out), n, out)
+		}
 		return out
 	}
 	run, page := sampled(1, 2), sampled(1, 3)
@@ -156,7 +165,7 @@ func TestLogHandler(t *testing.T) {
 
 	t.Run("AddsTheIdsOfTheSpanALineIsLoggedWith", func(t *testing.T) {
 		log.InfoContext(page, "within a span")
-		l := lines()[0]
+		l := lines(t, 1)[0]
 		if l["trace_id"] != runID.TraceID().String() || l["span_id"] != trace.SpanContextFromContext(page).SpanID().String() || l["source"] != "main" {
 			t.Errorf("line %v; want the page span's ids and the logger's attributes", l)
 		}
@@ -167,7 +176,7 @@ func TestLogHandler(t *testing.T) {
 		unsampled := trace.ContextWithSpanContext(context.Background(),
 			trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9}, SpanID: trace.SpanID{9}}))
 		log.InfoContext(unsampled, "a span not sampled")
-		for _, l := range lines() {
+		for _, l := range lines(t, 3) {
 			if _, ok := l["trace_id"]; ok {
 				t.Errorf("line %v has a trace_id", l)
 			}
@@ -177,7 +186,7 @@ func TestLogHandler(t *testing.T) {
 		bound := tracing.Logger(run, log).With("stream", "invoices")
 		bound.Info("summary")
 		bound.InfoContext(page, "a page's line")
-		got := lines()
+		got := lines(t, 2)
 		if got[0]["span_id"] != runID.SpanID().String() || got[0]["stream"] != "invoices" {
 			t.Errorf("line without a context %v; want the run span's ids", got[0])
 		}

@@ -160,45 +160,50 @@ func (s cashboxDetails) Probe(ctx context.Context, p *sync.Probe) sync.ProbeRepo
 	return rep
 }
 
-// TestAddingAStreamDoc keeps docs/adding-a-stream.md honest: its Go blocks
-// are this file's code, its migrations apply, both streams, defined
-// outside package sync with only its exported API, sync the simulator
-// into tables an analyst reads, and the stream of its own keeps history,
-// is verified and is probed like a list.
+// TestAddingAStreamDoc keeps docs/adding-a-stream.md honest: both its
+// streams, defined outside package sync with only its exported API, do
+// what the page says.
 func TestAddingAStreamDoc(t *testing.T) {
 	doc, err := os.ReadFile("../../../docs/adding-a-stream.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.ReadFile("adding_a_stream_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	goBlocks := codeBlocks(string(doc), "go")
-	if len(goBlocks) < 3 {
-		t.Fatalf("the page has %d Go blocks, want the interface and the two examples", len(goBlocks))
-	}
-	stream, err := os.ReadFile("../stream.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(stream), goBlocks[0]) {
-		t.Errorf("the page's Stream interface is not the one in internal/sync/stream.go:\n%s", goBlocks[0])
-	}
-	for _, b := range goBlocks[1:] {
-		if !strings.Contains(string(self), b) {
-			t.Errorf("the page shows code that is not in adding_a_stream_test.go:\n%s", b)
+
+	t.Run("ShowsTheEnginesStreamInterfaceAndTheCodeOfThisFile", func(t *testing.T) {
+		self, err := os.ReadFile("adding_a_stream_test.go")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		goBlocks := codeBlocks(string(doc), "go")
+		if len(goBlocks) < 3 {
+			t.Fatalf("the page has %d Go blocks, want the interface and the two examples", len(goBlocks))
+		}
+		stream, err := os.ReadFile("../stream.go")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(stream), goBlocks[0]) {
+			t.Errorf("the page's Stream interface is not the one in internal/sync/stream.go:\n%s", goBlocks[0])
+		}
+		for _, b := range goBlocks[1:] {
+			if !strings.Contains(string(self), b) {
+				t.Errorf("the page shows code that is not in adding_a_stream_test.go:\n%s", b)
+			}
+		}
+	})
 
 	pool, url := testdb.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, m := range codeBlocks(string(doc), "sql") {
-		up, _, _ := strings.Cut(m, "-- +goose Down")
-		if _, err := pool.Exec(ctx, up); err != nil {
-			t.Fatalf("the page's migration does not apply: %v\n%s", err, up)
+	if !t.Run("ItsMigrationsApply", func(t *testing.T) {
+		for _, m := range codeBlocks(string(doc), "sql") {
+			up, _, _ := strings.Cut(m, "-- +goose Down")
+			if _, err := pool.Exec(ctx, up); err != nil {
+				t.Fatalf("the page's migration does not apply: %v\n%s", err, up)
+			}
 		}
+	}) {
+		return
 	}
 
 	sim := erpsim.New(erpsim.Options{})
@@ -214,7 +219,7 @@ func TestAddingAStreamDoc(t *testing.T) {
 	}
 	runner := &sync.Runner{Pool: pool, Prefetch: 1}
 	target := sync.Target{Source: "doc", Logins: []sync.Login{{Name: "erpsync", Client: client}}, PageSize: 50}
-	run := func(name string) sync.Result {
+	run := func(t *testing.T, name string) sync.Result {
 		t.Helper()
 		s, _ := catalog.Lookup(name)
 		res := runner.Run(ctx, nil, target, s, nil)[0]
@@ -223,116 +228,129 @@ func TestAddingAStreamDoc(t *testing.T) {
 		}
 		return res
 	}
-	for _, name := range catalog.Names() {
-		run(name)
-		if res := run(name); res.Stats.Inserted+res.Stats.Updated != 0 {
-			t.Errorf("%s: an unchanged re-sync wrote %+v", name, res.Stats)
-		}
-	}
-
-	// What the ERP lists, read here independently: the cashboxes' ids and
-	// opening balances, decoded with encoding/json (numbers as text).
-	want := map[string]decimal.Decimal{}
-	for id := 1; id <= 4; id++ {
-		body, err := client.Get(ctx, fmt.Sprintf("/accounts/api/cashboxes/%d/", id), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d struct {
-			Data struct {
-				OpeningBalance json.Number `json:"opening_balance"`
+	if !t.Run("BothStreamsSyncAndAnUnchangedReSyncWritesNothing", func(t *testing.T) {
+		for _, name := range catalog.Names() {
+			run(t, name)
+			if res := run(t, name); res.Stats.Inserted+res.Stats.Updated != 0 {
+				t.Errorf("%s: an unchanged re-sync wrote %+v", name, res.Stats)
 			}
 		}
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.UseNumber()
-		if err := dec.Decode(&d); err != nil {
-			t.Fatal(err)
-		}
-		want[fmt.Sprint(id)] = decimal.RequireFromString(d.Data.OpeningBalance.String())
+	}) {
+		return
 	}
 
-	// An analyst reads both tables.
 	analyst := testdb.PoolAs(t, url, testdb.Role(t, "erpsync_analyst"))
-	var lookup string
-	if err := analyst.QueryRow(ctx, `SELECT string_agg(id || ' ' || name || ' ' || type, ', ' ORDER BY id) FROM erp.cashbox_lookup`).Scan(&lookup); err != nil {
-		t.Fatal(err)
-	}
-	if lookup != "1 Main till cash, 2 Operating account bank, 3 Euro account bank, 4 Petty cash cash" {
-		t.Errorf("erp.cashbox_lookup = %s", lookup)
-	}
-	rows, err := analyst.Query(ctx, `SELECT id, opening_balance::text FROM erp.cashbox_details ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]decimal.Decimal{}
-	for rows.Next() {
-		var id, bal string
-		if err := rows.Scan(&id, &bal); err != nil {
+	t.Run("AnAnalystReadsBothTablesWithTheERPsMoney", func(t *testing.T) {
+
+		// What the ERP lists, read here independently: the cashboxes' ids and
+		// opening balances, decoded with encoding/json (numbers as text).
+		want := map[string]decimal.Decimal{}
+		for id := 1; id <= 4; id++ {
+			body, err := client.Get(ctx, fmt.Sprintf("/accounts/api/cashboxes/%d/", id), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d struct {
+				Data struct {
+					OpeningBalance json.Number `json:"opening_balance"`
+				}
+			}
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.UseNumber()
+			if err := dec.Decode(&d); err != nil {
+				t.Fatal(err)
+			}
+			want[fmt.Sprint(id)] = decimal.RequireFromString(d.Data.OpeningBalance.String())
+		}
+
+		var lookup string
+		if err := analyst.QueryRow(ctx, `SELECT string_agg(id || ' ' || name || ' ' || type, ', ' ORDER BY id) FROM erp.cashbox_lookup`).Scan(&lookup); err != nil {
 			t.Fatal(err)
 		}
-		got[id] = decimal.RequireFromString(bal)
-	}
-	if len(got) != len(want) {
-		t.Errorf("erp.cashbox_details: %d rows, want %d", len(got), len(want))
-	}
-	for id, w := range want {
-		if !got[id].Equal(w) {
-			t.Errorf("cashbox %s: opening balance %s, the ERP's %s", id, got[id], w)
+		if lookup != "1 Main till cash, 2 Operating account bank, 3 Euro account bank, 4 Petty cash cash" {
+			t.Errorf("erp.cashbox_lookup = %s", lookup)
 		}
-	}
+		rows, err := analyst.Query(ctx, `SELECT id, opening_balance::text FROM erp.cashbox_details ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]decimal.Decimal{}
+		for rows.Next() {
+			var id, bal string
+			if err := rows.Scan(&id, &bal); err != nil {
+				t.Fatal(err)
+			}
+			got[id] = decimal.RequireFromString(bal)
+		}
+		if len(got) != len(want) {
+			t.Errorf("erp.cashbox_details: %d rows, want %d", len(got), len(want))
+		}
+		for id, w := range want {
+			if !got[id].Equal(w) {
+				t.Errorf("cashbox %s: opening balance %s, the ERP's %s", id, got[id], w)
+			}
+		}
 
-	// History: a change at the ERP keeps the version it replaces.
-	sim.SetFieldDrift("/accounts/api/cashboxes/2/", map[string]json.RawMessage{"account_code": json.RawMessage(`"1999"`)}, []string{"account_code"})
-	if res := run("cashbox_details"); res.Stats.Updated != 1 {
-		t.Errorf("after one cashbox changed: %+v, want one updated", res.Stats)
-	}
-	var versions int
-	var before string
-	if err := analyst.QueryRow(ctx, `SELECT count(*), min(account_code) FROM erp.cashbox_details_history`).Scan(&versions, &before); err != nil {
-		t.Fatal(err)
-	}
-	if versions != 1 || before != "1002" {
-		t.Errorf("history: %d versions, account %q; want one, 1002", versions, before)
-	}
+	})
 
-	// Verify: the warehouse agrees with the ERP, and a row changed behind
+	t.Run("TheStreamOfItsOwnKeepsTheVersionAChangeReplaces", func(t *testing.T) {
+		sim.SetFieldDrift("/accounts/api/cashboxes/2/", map[string]json.RawMessage{"account_code": json.RawMessage(`"1999"`)}, []string{"account_code"})
+		if res := run(t, "cashbox_details"); res.Stats.Updated != 1 {
+			t.Errorf("after one cashbox changed: %+v, want one updated", res.Stats)
+		}
+		var versions int
+		var before string
+		if err := analyst.QueryRow(ctx, `SELECT count(*), min(account_code) FROM erp.cashbox_details_history`).Scan(&versions, &before); err != nil {
+			t.Fatal(err)
+		}
+		if versions != 1 || before != "1002" {
+			t.Errorf("history: %d versions, account %q; want one, 1002", versions, before)
+		}
+
+	})
+
+	// The warehouse agrees with the ERP, and a row changed behind
 	// erpsync's back is found.
-	verify := func() sync.VerifyReport {
-		t.Helper()
-		c, err := pool.Acquire(ctx)
-		if err != nil {
+	t.Run("TheStreamOfItsOwnIsVerified", func(t *testing.T) {
+		verify := func() sync.VerifyReport {
+			t.Helper()
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Release()
+			conn := c.Hijack()
+			defer conn.Close(ctx)
+			s, _ := catalog.Lookup("cashbox_details")
+			reps, err := sync.Verify(ctx, conn, target, []sync.Stream{s}, sync.VerifyOptions{Sample: 5, LockWait: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return reps[0]
+		}
+		if rep := verify(); !rep.Agree() || rep.ERPRows != 4 {
+			t.Errorf("verify after a sync: %+v", rep)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE erp.cashbox_details SET opening_balance = opening_balance + 1 WHERE id = '3'`); err != nil {
 			t.Fatal(err)
 		}
-		defer c.Release()
-		conn := c.Hijack()
-		defer conn.Close(ctx)
-		s, _ := catalog.Lookup("cashbox_details")
-		reps, err := sync.Verify(ctx, conn, target, []sync.Stream{s}, sync.VerifyOptions{Sample: 5, LockWait: time.Second})
-		if err != nil {
-			t.Fatal(err)
+		if rep := verify(); rep.Agree() || rep.Different != 1 || strings.Join(rep.DifferentIDs, ",") != "3" {
+			t.Errorf("verify after a change behind erpsync's back: %+v, want cashbox 3 different", rep)
 		}
-		return reps[0]
-	}
-	if rep := verify(); !rep.Agree() || rep.ERPRows != 4 {
-		t.Errorf("verify after a sync: %+v", rep)
-	}
-	if _, err := pool.Exec(ctx, `UPDATE erp.cashbox_details SET opening_balance = opening_balance + 1 WHERE id = '3'`); err != nil {
-		t.Fatal(err)
-	}
-	if rep := verify(); rep.Agree() || rep.Different != 1 || strings.Join(rep.DifferentIDs, ",") != "3" {
-		t.Errorf("verify after a change behind erpsync's back: %+v, want cashbox 3 different", rep)
-	}
 
-	// Probe.
-	id, err := client.Identity(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := catalog.Lookup("cashbox_details")
-	rep := s.(sync.Prober).Probe(ctx, sync.NewProbe(target, target.Logins[0], id))
-	if !rep.Usable() || rep.Records != 1 || rep.WithID != 1 || len(rep.Money) != 1 || rep.Money[0].Parsed != 1 {
-		t.Errorf("probe: %+v", rep)
-	}
+	})
+
+	t.Run("TheStreamOfItsOwnIsProbedLikeAList", func(t *testing.T) {
+		id, err := client.Identity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := catalog.Lookup("cashbox_details")
+		rep := s.(sync.Prober).Probe(ctx, sync.NewProbe(target, target.Logins[0], id))
+		if !rep.Usable() || rep.Records != 1 || rep.WithID != 1 || len(rep.Money) != 1 || rep.Money[0].Parsed != 1 {
+			t.Errorf("probe: %+v", rep)
+		}
+	})
 }
 
 // codeBlocks returns the fenced blocks of a language in a Markdown text.

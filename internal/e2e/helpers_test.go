@@ -3,12 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -20,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -202,218 +197,6 @@ func checkKilledRuns(t *testing.T, runs []runRow, closed int, stillRunning bool)
 	}
 }
 
-// TestResumeAfterKill kills `erpsync sync invoices` with SIGKILL several
-// times mid-sweep, then lets it finish, and proves what "safe to stop" promises: no
-// duplicate, no gap, exact money, at most one page re-fetched per
-// restart, and bookkeeping that tells what happened.
-func TestResumeAfterKill(t *testing.T) {
-	bin := erpsyncBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 85*time.Second)
-	defer cancel()
-
-	sim := erpsim.New(erpsim.Options{Invoices: totalInvoices, PageSizeCap: pageSize, Latency: 40 * time.Millisecond})
-	var bigID string
-	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
-		i := len(inv)/2 + 17
-		inv[i].TotalBC = decimal.RequireFromString(bigTotal)
-		bigID = strconv.FormatInt(inv[i].ID, 10)
-		return inv
-	})
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-
-	dbURL := testdb.New(t)
-	pool := testdb.ObserverPool(t, dbURL)
-
-	env := []string{
-		"ERPSYNC_DATABASE_URL=" + dbURL,
-		"ERPSYNC_ERP_BASE_URL=" + srv.URL,
-		"ERPSYNC_ERP_USERNAME=erpsync",
-		"ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
-		"ERPSYNC_ERP_PAGE_SIZE=" + strconv.Itoa(pageSize),
-		"ERPSYNC_LOG_FORMAT=json",
-	}
-
-	// A page costs ~40ms of ERP latency, then a commit of a few ms. The
-	// test notices a commit within ~2ms, so a kill after a short delay
-	// lands during the next fetch, one after ~40-50ms lands around the
-	// answer, its preparation and its commit.
-	delays := []time.Duration{0, 43 * time.Millisecond, 20 * time.Millisecond, 46 * time.Millisecond, 8 * time.Millisecond, 41 * time.Millisecond}
-	type kill struct {
-		delay  time.Duration
-		pages  int64  // checkpoint pages once the process was gone
-		cursor string // checkpoint cursor once the process was gone
-		runID  int64
-	}
-	var kills []kill
-	var lastPages int64
-	for i, delay := range delays {
-		p := startSync(t, ctx, bin, env, i+1)
-		target := lastPages + 3 + int64(i%3)
-		waitFor(t, ctx, 40*time.Second, fmt.Sprintf("run #%d to commit page %d", i+1, target), func() (bool, error) {
-			if p.exited() {
-				return false, fmt.Errorf("erpsync exited on its own (%v) before it was killed\n%s", p.err, p.output())
-			}
-			cp, ok, err := readCheckpoint(ctx, pool)
-			return ok && cp.pages >= target, err
-		})
-		time.Sleep(delay) // where the kill lands, not an assertion
-		if err := p.cmd.Process.Kill(); err != nil {
-			t.Fatalf("kill: %v", err)
-		}
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("run #%d did not die after SIGKILL", i+1)
-		}
-		var ee *exec.ExitError
-		if !errors.As(p.err, &ee) || ee.Exited() {
-			t.Fatalf("run #%d: want death by SIGKILL, got %v\n%s", i+1, p.err, p.output())
-		}
-		waitSessionsGone(t, ctx, pool, 30*time.Second)
-		cp, ok, err := readCheckpoint(ctx, pool)
-		if err != nil || !ok {
-			t.Fatalf("checkpoint after kill #%d: found %v, err %v", i+1, ok, err)
-		}
-		if cp.sweepID == nil || cp.cursor == nil || *cp.cursor == "" {
-			t.Fatalf("after kill #%d the sweep should be in progress with a saved cursor: sweep_id %v, cursor %v", i+1, cp.sweepID, cp.cursor)
-		}
-		if cp.pages >= totalPages {
-			t.Fatalf("after kill #%d the checkpoint is at page %d of %d: the sweep should not be complete", i+1, cp.pages, totalPages)
-		}
-		runs := readRuns(t, ctx, pool)
-		checkKilledRuns(t, runs, i, true)
-		kills = append(kills, kill{delay: delay, pages: cp.pages, cursor: *cp.cursor, runID: runs[len(runs)-1].id})
-		lastPages = cp.pages
-	}
-
-	final := startSync(t, ctx, bin, env, len(delays)+1)
-	select {
-	case <-final.done:
-	case <-ctx.Done():
-		t.Fatalf("the final run did not finish in time\n%s", final.output())
-	}
-	if final.err != nil {
-		t.Fatalf("the final run failed: %v\n%s", final.err, final.output())
-	}
-	for i, line := range strings.Split(strings.TrimSpace(final.stderr.String()), "\n") {
-		if line != "" && !json.Valid([]byte(line)) {
-			t.Errorf("final run: stderr line %d is not JSON (ERPSYNC_LOG_FORMAT=json): %s", i+1, line)
-		}
-	}
-
-	checkWarehouseExact(ctx, t, pool, sim, bigID)
-
-	// Re-fetches. Each process logs in once, so the bearer tokens, in the
-	// order the simulator first saw them, tell the processes apart (a
-	// request of a killed process that reached the server late still
-	// carries its own token).
-	reqs := sim.Requests()
-	tokenOf := map[string]int{}
-	var tokens int
-	firstInv := map[int]erpsim.Request{}
-	lastInv := map[int]erpsim.Request{}
-	okFetches := map[string]int{}
-	for _, r := range reqs {
-		tok, isBearer := strings.CutPrefix(r.Authorization, "Bearer ")
-		if isBearer && tok != "" {
-			if _, seen := tokenOf[tok]; !seen {
-				tokenOf[tok] = tokens
-				tokens++
-			}
-		}
-		if r.Method != http.MethodGet || r.Path != invoicesPath {
-			continue
-		}
-		proc, known := tokenOf[tok]
-		if !isBearer || !known {
-			t.Fatalf("invoice request without a known bearer token: %+v", r)
-		}
-		if _, seen := firstInv[proc]; !seen {
-			firstInv[proc] = r
-		}
-		lastInv[proc] = r
-		if r.Status == http.StatusOK {
-			okFetches[r.RawQuery]++
-		}
-	}
-	if tokens != len(kills)+1 {
-		t.Fatalf("the simulator saw %d bearer tokens, want one per process (%d)", tokens, len(kills)+1)
-	}
-	extraFetches := 0
-	for q, n := range okFetches {
-		extraFetches += n - 1
-		if n > 2 {
-			t.Errorf("page %q was fetched %d times; a restart may re-fetch only the one uncommitted page", q, n)
-		}
-	}
-	if len(okFetches) != totalPages {
-		t.Errorf("%d distinct pages fetched, want %d", len(okFetches), totalPages)
-	}
-	if extraFetches > len(kills) {
-		t.Errorf("%d pages re-fetched after %d kills; each restart may re-fetch at most one page", extraFetches, len(kills))
-	}
-	cursorOf := func(r erpsim.Request) (string, string) {
-		q, err := url.ParseQuery(r.RawQuery)
-		if err != nil {
-			t.Fatalf("query %q: %v", r.RawQuery, err)
-		}
-		return q.Get("cursor"), q.Get("page_size")
-	}
-	if c, ps := cursorOf(firstInv[0]); c != "" || ps != strconv.Itoa(pageSize) {
-		t.Errorf("the first run's first page request has cursor %q, page_size %q; want no cursor, page_size %d", c, ps, pageSize)
-	}
-	landed := map[string]int{}
-	for i, k := range kills {
-		// The restart asks first for the page after the last committed one.
-		if c, ps := cursorOf(firstInv[i+1]); c != k.cursor || ps != strconv.Itoa(pageSize) {
-			t.Errorf("restart after kill #%d: first request has cursor %q (page_size %q); want the checkpoint's %q", i+1, c, ps, k.cursor)
-		}
-		// Where did the kill land? (logged, not asserted: timing decides)
-		last := lastInv[i]
-		c, _ := cursorOf(last)
-		where := "after a commit, before the next request reached the ERP"
-		switch {
-		case last.Status != http.StatusOK:
-			where = "during a fetch"
-		case c == k.cursor:
-			where = "after a fetch, before its commit landed"
-		}
-		landed[where]++
-		t.Logf("kill #%d after %v: checkpoint at page %d, %s", i+1, k.delay, k.pages, where)
-	}
-	t.Logf("kills: %d, pages re-fetched: %d, kill points: %v", len(kills), extraFetches, landed)
-
-	// Bookkeeping: every killed run was closed as abandoned by the next
-	// start, the final run succeeded, the sweep is complete.
-	runs := readRuns(t, ctx, pool)
-	checkKilledRuns(t, runs[:min(len(kills), len(runs))], len(kills), false)
-	for i, k := range kills {
-		if i < len(runs) && runs[i].id != k.runID {
-			t.Errorf("run %d has id %d, want %d (the run of killed process #%d)", i+1, runs[i].id, k.runID, i+1)
-		}
-	}
-	if len(runs) != len(kills)+1 {
-		t.Fatalf("%d invoices runs, want %d", len(runs), len(kills)+1)
-	}
-	if r := runs[len(runs)-1]; r.status != "succeeded" || !r.ended || r.errMsg != "" {
-		t.Errorf("final run: status %q, finished %v, error %q; want succeeded", r.status, r.ended, r.errMsg)
-	}
-	cp, ok, err := readCheckpoint(ctx, pool)
-	if err != nil || !ok {
-		t.Fatalf("final checkpoint: found %v, err %v", ok, err)
-	}
-	if cp.sweepID != nil || cp.cursor != nil {
-		t.Errorf("final checkpoint: sweep_id %v, cursor %v; want both NULL (sweep complete)", deref(cp.sweepID), deref(cp.cursor))
-	}
-	if cp.lastSweepRows == nil || *cp.lastSweepRows != totalInvoices {
-		t.Errorf("final checkpoint: last_sweep_rows %v, want %d", deref(cp.lastSweepRows), totalInvoices)
-	}
-	if t.Failed() {
-		t.Logf("final run output:\n%s", final.output())
-	}
-}
-
 func head(s []string) []string { return s[:min(len(s), 10)] }
 
 func deref[T any](p *T) any {
@@ -503,5 +286,29 @@ func waitSessionsGone(t *testing.T, ctx context.Context, pool *pgxpool.Pool, tim
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> $1`, testdb.AppName).Scan(&n)
 		return n == 0, err
+	})
+}
+
+func baseEnv(dbURL, erpURL string, extra ...string) []string {
+	return append([]string{
+		"ERPSYNC_DATABASE_URL=" + dbURL,
+		"ERPSYNC_ERP_BASE_URL=" + erpURL,
+		"ERPSYNC_ERP_USERNAME=erpsync",
+		"ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
+		"ERPSYNC_LOG_FORMAT=json",
+		"PATH=" + os.Getenv("PATH"),
+	}, extra...)
+}
+
+// waitFirstInvoicePage waits until p has committed an invoice page.
+func waitFirstInvoicePage(t *testing.T, ctx context.Context, pool *pgxpool.Pool, p *process) {
+	t.Helper()
+	pollUntil(t, ctx, 30*time.Second, 10*time.Millisecond, "the first invoice page to commit", []*process{p}, func() (bool, error) {
+		var pages int64
+		err := pool.QueryRow(ctx, `SELECT pages FROM erp.sync_checkpoints WHERE stream = 'invoices'`).Scan(&pages)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		return pages >= 1, err
 	})
 }
