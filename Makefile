@@ -6,7 +6,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/erpsync/erpsync/internal/buildinfo.Version=$(VERSION)
 
-.PHONY: build demo test test-short bench freshness fleet lint fmt
+.PHONY: build demo test test-short bench freshness fleet mutate lint fmt
 
 ## build: the static binary in ./bin/erpsync
 build:
@@ -52,6 +52,17 @@ freshness: build
 ## override the sizes, ERPSYNC_FLEET_REPORT=file also writes it as markdown)
 fleet:
 	ERPSYNC_FLEET=full $(GO) test -count=1 -run '^TestRun$$/^KeepsAFleetExactAndFreshWithTwoReplicas$$' -v -timeout 30m ./internal/e2e/
+
+## mutate: mutation testing of the code that decides what is deleted, committed and parsed, one
+## file at a time with its own tests and the test cache off (gremlins, pinned, built into bin/);
+## prints each file's efficacy beside its goal and the survivors, exits 1 when a goal is missed.
+## Not part of CI: a file takes minutes. FILES=internal/sync/guard.go,... or PKG=internal/erp for
+## some; MUTATE_FLAGS=--list for the targets; see docs/testing.md
+FILES ?=
+PKG ?=
+MUTATE_FLAGS ?=
+mutate:
+	$(GO) run ./cmd/erpsync-mutate --files '$(FILES)' --pkg '$(PKG)' $(MUTATE_FLAGS)
 
 ## lint: formatting and vet
 lint:
