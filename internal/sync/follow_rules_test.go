@@ -6,6 +6,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/sync"
 )
 
 // A follow of a list read newest first stops at the first page that ends
@@ -32,6 +34,21 @@ func TestAFollowOfANewestFirstList(t *testing.T) {
 		h.wantListed("the new invoices", added)
 	})
 
+	t.Run("counts as read what the last complete sweep stored after the last follow", func(t *testing.T) {
+		t.Parallel()
+		h := followHarness(t, newestFirst)
+		h.mustFollow() // the last follow, before the sweep below
+		h.sim.AddInvoices(50)
+		h.mustRun("invoices") // stores them: page 1 after it ends with one
+		h.sim.ResetRequests()
+		if res := h.followMarksNothing(); res.Swept != "" || res.Stats.Inserted != 0 {
+			t.Errorf("nothing new: %+v", res)
+		}
+		if n := h.sim.RequestCount(invoicesRoute); n != 1 {
+			t.Errorf("the follow asked %d pages, want 1: page 1 ends with an invoice the last complete sweep stored", n)
+		}
+	})
+
 	t.Run("reads on past a page ending with a record changed since", func(t *testing.T) {
 		t.Parallel()
 		h := followHarness(t, newestFirst)
@@ -49,4 +66,93 @@ func TestAFollowOfANewestFirstList(t *testing.T) {
 			t.Errorf("the follow asked %d pages, want 5: three read (page 2 ends with a changed invoice, page 3 with one unchanged), two second looks", n)
 		}
 	})
+}
+
+// A follow of a list read oldest first starts at the last non-empty page
+// read (its anchor), which must begin with an id the warehouse holds and
+// no higher than the highest the login read.
+func TestAFollowOfAnOldestFirstList(t *testing.T) {
+	t.Parallel()
+
+	t.Run("proves continuity from a page beginning with the highest id read", func(t *testing.T) {
+		t.Parallel()
+		// 201 invoices in pages of 50: the last page holds the highest
+		// id alone.
+		h := newHarness(t, erpsim.Options{Invoices: 201, PageSizeCap: 50})
+		h.mustRun("invoices")
+		h.mustRun("invoices")
+		h.sim.ResetRequests()
+		if res := h.followMarksNothing(); res.Swept != "" || res.Stats.Inserted != 0 {
+			t.Errorf("nothing new: %+v", res)
+		}
+		if n := h.sim.RequestCount(invoicesRoute); n != 1 {
+			t.Errorf("the follow asked %d pages, want 1: the anchor's page begins with the highest id read, which proves continuity", n)
+		}
+		added := h.sim.AddInvoices(3)
+		if res := h.followMarksNothing(); res.Swept != "" || res.Stats.Inserted != 3 {
+			t.Errorf("three new invoices: %+v", res)
+		}
+		h.wantListed("the new invoices", added)
+	})
+}
+
+// A follow run that cannot follow sweeps; when another run is sweeping
+// the list, it leaves the list to that sweep: it never abandons a sweep
+// under way, and it records no follow, having read nothing.
+func TestAFollowRunBesideASweepUnderWay(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 230, PageSizeCap: 50, ListOrder: erpsim.OrderUnordered})
+	h.mustRun("invoices")
+	h.mustRun("invoices")
+	added := h.sim.AddInvoices(3)
+	var followed sync.Result
+	done := make(chan struct{})
+	h.sim.SetRouteHook(invoicesRoute, func(n int) {
+		if n != 2 {
+			return
+		}
+		h.sim.SetRouteHook(invoicesRoute, nil)
+		followed = h.follow("invoices") // the sweep is on its second page
+		close(done)
+	})
+	swept := h.mustRun("invoices")
+	<-done
+	if followed.Err != nil || followed.Status != model.StatusSucceeded {
+		t.Fatalf("a follow run beside a sweep under way: %s %v", followed.Status, followed.Err)
+	}
+	if followed.Swept == "" {
+		t.Errorf("a follow run of an unordered list says no reason to sweep: %+v", followed)
+	}
+	if !followed.FollowedAt.IsZero() || followed.Stats.Pages != 0 {
+		t.Errorf("a follow run that left the list to a sweep under way recorded a follow or read pages: %+v", followed)
+	}
+	if n := h.count(`SELECT count(*) FROM erp.sync_follow WHERE stream = 'invoices' AND last_follow_at IS NOT NULL`); n != 0 {
+		t.Errorf("%d follows recorded, want none: the follow run read nothing", n)
+	}
+	if swept.Stats.Inserted != 3 || swept.FreshAt.IsZero() {
+		t.Errorf("the sweep under way did not complete with the new invoices: %+v", swept)
+	}
+	h.wantListed("new invoices, read by the sweep under way", added)
+	h.wantExact()
+}
+
+// A follow run that cannot prove continuity sweeps the list in the same
+// run, says why, and records the follow run with that reason.
+func TestAFollowRunThatSweepsRecordsWhy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{Invoices: 120, PageSizeCap: 50, ListOrder: erpsim.OrderUnordered})
+	h.mustRun("invoices")
+	h.mustRun("invoices")
+	added := h.sim.AddInvoices(2)
+	res := h.followMarksNothing()
+	if res.Swept == "" || res.FreshAt.IsZero() || res.Stats.Inserted != 2 {
+		t.Errorf("a follow run of an unordered list should be a complete sweep saying why: %+v", res)
+	}
+	if res.FollowedAt.IsZero() {
+		t.Errorf("a follow run that swept recorded no follow: %+v", res)
+	}
+	if got := h.text(`SELECT coalesce(last_follow_swept, '') FROM erp.sync_follow WHERE stream = 'invoices'`); got != res.Swept {
+		t.Errorf("the follow run is recorded as swept because %q, want %q", got, res.Swept)
+	}
+	h.wantListed("new invoices", added)
 }
