@@ -1,6 +1,7 @@
 package sync_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/shopspring/decimal"
@@ -155,4 +156,50 @@ func TestAFollowRunThatSweepsRecordsWhy(t *testing.T) {
 		t.Errorf("the follow run is recorded as swept because %q, want %q", got, res.Swept)
 	}
 	h.wantListed("new invoices", added)
+}
+
+// Every page a follow reads must keep the list's order; a follow whose
+// second look differed is made again (a few times) before the run sweeps.
+func TestAFollowProvesWhatItRead(t *testing.T) {
+	t.Parallel()
+	oldestFirst := shape{"oldest first by position", erpsim.OrderOldestFirst, erpsim.CursorPosition}
+
+	t.Run("sweeps when a page breaks the list's order", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, erpsim.Options{Invoices: 230, PageSizeCap: 50})
+		late := h.sim.Invoices()[100]
+		h.sim.DeleteInvoices(late.ID)
+		h.mustRun("invoices")
+		h.mustRun("invoices")
+		// The ERP lists a record with an id from the middle of the list
+		// last: the anchor's page is no longer ascending.
+		h.sim.MutateInvoices(func(cur []erpsim.Invoice) []erpsim.Invoice { return append(cur, late) })
+		res := h.followMarksNothing()
+		if !strings.Contains(res.Swept, "out of the list's ascending order") {
+			t.Errorf("a follow meeting a page out of order should sweep, saying so; swept because %q", res.Swept)
+		}
+		h.wantListed("the record listed out of order", []erpsim.Invoice{late})
+	})
+
+	t.Run("is made again, not swept, when a second look differed once", func(t *testing.T) {
+		t.Parallel()
+		h := followHarness(t, oldestFirst)
+		added := h.sim.AddInvoices(120)
+		// A record of the anchor's page, the first the follow reads, is
+		// deleted once it is read: the first record of the next page moves
+		// onto it, unread, and the second look finds it.
+		inv := h.sim.Invoices()
+		victim := inv[len(inv)-len(added)-5].ID
+		h.sim.SetRouteHook(invoicesRoute, func(n int) {
+			if n == 2 {
+				h.sim.DeleteInvoices(victim)
+			}
+		})
+		res := h.followMarksNothing()
+		h.sim.SetRouteHook(invoicesRoute, nil)
+		if res.Swept != "" {
+			t.Errorf("a follow whose second look differed once swept because %q; it should follow again", res.Swept)
+		}
+		h.wantListed("the new invoices after a follow made again", added)
+	})
 }
