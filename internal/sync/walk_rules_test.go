@@ -88,3 +88,21 @@ func itoa(n int64) string {
 		}
 	}
 }
+
+// A list's AfterWrite runs in the transaction of a page that inserted or
+// updated rows: the currency rate history holds a new rate from the run
+// that wrote it, a bulk load's rates included.
+func TestAfterWriteRunsWithTheWritesOfAPage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, erpsim.Options{})
+	h.mustRun("currencies")
+	open := h.count(`SELECT count(*) FROM erp.currency_rates WHERE valid_to IS NULL`)
+	if want := h.count(`SELECT count(*) FROM erp.currencies WHERE exchange_rate IS NOT NULL`); open == 0 || open != want {
+		t.Errorf("after the first sweep %d open rates, want one per currency with a rate (%d)", open, want)
+	}
+	h.sim.SetCurrencyRate("EUR", "0.930000")
+	h.mustRun("currencies")
+	if got := h.text(`SELECT coalesce(string_agg(rate::text, ','), '') FROM erp.currency_rates WHERE code = 'EUR' AND valid_to IS NULL`); got != "0.930000" {
+		t.Errorf("after the sweep that wrote EUR's new rate, its open rate is %q, want 0.930000", got)
+	}
+}
