@@ -1,6 +1,7 @@
 package sync_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -179,6 +180,24 @@ func TestAFollowProvesWhatItRead(t *testing.T) {
 			t.Errorf("a follow meeting a page out of order should sweep, saying so; swept because %q", res.Swept)
 		}
 		h.wantListed("the record listed out of order", []erpsim.Invoice{late})
+	})
+
+	t.Run("sweeps when the anchor's page begins with a record the warehouse does not hold", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, erpsim.Options{Invoices: 230, PageSizeCap: 50})
+		late := h.sim.Invoices()[100]
+		h.sim.DeleteInvoices(late.ID)
+		h.mustRun("invoices")
+		h.mustRun("invoices")
+		// The ERP lists a record with an id below the highest read first
+		// on the anchor's page (from position 200): nothing proves what
+		// came before it was read.
+		h.sim.MutateInvoices(func(cur []erpsim.Invoice) []erpsim.Invoice { return slices.Insert(cur, 200, late) })
+		res := h.followMarksNothing()
+		if res.Swept == "" {
+			t.Errorf("a follow from an anchor page beginning with a record the warehouse does not hold followed: %+v", res)
+		}
+		h.wantListed("the record the warehouse did not hold", []erpsim.Invoice{late})
 	})
 
 	t.Run("is made again, not swept, when a second look differed once", func(t *testing.T) {
