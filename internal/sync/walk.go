@@ -192,7 +192,7 @@ func (c *committer) group(ctx context.Context, first *preparedPage) (last bool, 
 	deadline := time.NewTimer(maxGroupAge)
 	defer deadline.Stop()
 	g := newPageRows(first, func(rows int) (*preparedPage, error) {
-		if rows >= maxGroupRows {
+		if groupFull(rows) {
 			return nil, errNotYet
 		}
 		return c.src.next(ctx, deadline.C)
@@ -220,6 +220,10 @@ func (c *committer) group(ctx context.Context, first *preparedPage) (last bool, 
 	}
 	return g.pages[len(g.pages)-1].last, nil
 }
+
+// groupFull reports whether a group that took rows rows takes no more
+// pages: a crash re-fetches at most maxGroupRows rows (and a page).
+func groupFull(rows int) bool { return rows >= maxGroupRows }
 
 // maxWritten bounds the ids a walk remembers as written.
 const maxWritten = 100_000
