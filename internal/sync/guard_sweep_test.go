@@ -131,7 +131,7 @@ func TestAHeldDeletionIsMarkedOnlyByThreeAgreeingSweeps(t *testing.T) {
 			t.Errorf("sweep %d: checkpoint counts %d agreeing sweeps", sweep, n)
 		}
 		want := map[string]float64{"rows": 11, "live": 20, "sweeps_agreeing": float64(sweep), "applied_after": 3}
-		if got := logged.last(t, "deletion held: too many live rows gone at once"); !sameNumbers(got, want) {
+		if got := logged.last(t, "deletion held: too many live rows gone at once"); !guardSameNumbers(got, want) {
 			t.Errorf("sweep %d: held deletion logged %v, want %v", sweep, got, want)
 		}
 	}
@@ -144,7 +144,7 @@ func TestAHeldDeletionIsMarkedOnlyByThreeAgreeingSweeps(t *testing.T) {
 		t.Errorf("third sweep: note %q, want the 11 marked after 3 sweeps", got)
 	}
 	want := map[string]float64{"rows": 11, "sweeps": 3}
-	if got := logged.last(t, "held deletion confirmed by consecutive complete sweeps; marking"); !sameNumbers(got, want) {
+	if got := logged.last(t, "held deletion confirmed by consecutive complete sweeps; marking"); !guardSameNumbers(got, want) {
 		t.Errorf("third sweep: marking logged %v, want %v", got, want)
 	}
 	if n := h.count(`SELECT held_deletions + held_sweeps FROM erp.sync_checkpoints WHERE stream = 'invoices'`); n != 0 {
@@ -182,8 +182,8 @@ func (l *guardLog) last(t *testing.T, msg string) map[string]any {
 	return found
 }
 
-// sameNumbers reports whether rec holds each number of want under its key.
-func sameNumbers(rec map[string]any, want map[string]float64) bool {
+// guardSameNumbers reports whether rec holds each number of want under its key.
+func guardSameNumbers(rec map[string]any, want map[string]float64) bool {
 	for k, v := range want {
 		if n, ok := rec[k].(float64); !ok || n != v {
 			return false

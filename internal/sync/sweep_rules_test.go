@@ -68,8 +68,8 @@ func TestASweepThatCannotResumeStartsOver(t *testing.T) {
 	}
 }
 
-// deleteJournalEntry removes the entry id from the simulator's list.
-func deleteJournalEntry(sim *erpsim.Sim, id string) {
+// sweepDeleteJournalEntry removes the entry id from the simulator's list.
+func sweepDeleteJournalEntry(sim *erpsim.Sim, id string) {
 	sim.MutateJournalEntries(func(held []erpsim.JournalEntry) []erpsim.JournalEntry {
 		out := held[:0:0]
 		for _, e := range held {
@@ -93,7 +93,7 @@ func TestAStatedTotalGuardsDeletions(t *testing.T) {
 	h.mustRun("journal_entries")
 	h.mustRun("journal_entries")
 	gone := h.sim.JournalEntries()[25].ID // on the last page
-	deleteJournalEntry(h.sim, gone)
+	sweepDeleteJournalEntry(h.sim, gone)
 	h.sim.SetRouteHook(path, func(n int) {
 		if n == 2 { // the first page read: an entry posted at the head shifts the list
 			h.sim.AddJournalEntries(1)
@@ -126,7 +126,7 @@ func TestASweepOfOnePageMarksWhatIsGone(t *testing.T) {
 	h.mustRun("journal_entries") // thirty entries: one page of 50
 	h.mustRun("journal_entries")
 	gone := h.sim.JournalEntries()[7].ID
-	deleteJournalEntry(h.sim, gone)
+	sweepDeleteJournalEntry(h.sim, gone)
 	res := h.mustRun("journal_entries")
 	if res.Stats.Pages != 1 || res.Stats.Deleted != 1 || res.HeldDeletions != 0 {
 		t.Errorf("one page, one entry gone: %d pages, deleted %d, held %d; want it marked at once", res.Stats.Pages, res.Stats.Deleted, res.HeldDeletions)
@@ -151,7 +151,7 @@ func TestADescendingSweepDoesNotDeleteAMovedRecord(t *testing.T) {
 	gone, moved := entries[5].ID, entries[10].ID
 	h.sim.SetRouteHook(path, func(n int) {
 		if n == 2 {
-			deleteJournalEntry(h.sim, gone)
+			sweepDeleteJournalEntry(h.sim, gone)
 		}
 	})
 	res := h.mustRun("journal_entries")
