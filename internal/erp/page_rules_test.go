@@ -206,7 +206,15 @@ func TestAPageNamesItsRequestAndDigest(t *testing.T) {
 func TestReleasingAPage(t *testing.T) {
 	t.Parallel()
 	huge := `{"ok":true,"data":[{"s":"` + strings.Repeat("x", maxPooledPage+1) + `"}]}`
+	// An announced answer is read into a buffer of its size and one
+	// byte: this one fills exactly 16 MiB.
+	largest := `{"ok":true,"data":[{"s":"` + strings.Repeat("x", maxPooledPage-1-len(`{"ok":true,"data":[{"s":""}]}`)) + `"}]}`
 	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/largest/" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(largest)))
+			writeResp(w, http.StatusOK, largest)
+			return
+		}
 		if r.URL.Path == "/huge/" {
 			// Announced: read into one buffer of its size (an answer
 			// of unknown size is read in chunks and assembled apart
@@ -238,6 +246,20 @@ func TestReleasingAPage(t *testing.T) {
 		p.Release()
 		if recs[0] == nil {
 			t.Error("a page of more than 16 MiB was handed back to the pool")
+		}
+	})
+	t.Run("a page of an answer filling 16 MiB is pooled", func(t *testing.T) {
+		p, err := c.List(ListRequest{Path: "/largest/"}).Next(testCtx(t))
+		if f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if cap(p.buf) != maxPooledPage {
+			t.Fatalf("the page's buffer holds %d bytes, want %d", cap(p.buf), maxPooledPage)
+		}
+		recs := p.Records
+		p.Release()
+		if recs[0] != nil {
+			t.Error("a page of 16 MiB was not handed back to the pool")
 		}
 	})
 	t.Run("a page decoded from bytes alone is not pooled", func(t *testing.T) {
