@@ -48,6 +48,21 @@ func TestATruncatedAnswer(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the error says whether an object or an array was cut", func(t *testing.T) {
+		for cut, want := range map[string]string{
+			`[{"a":1`:               "unexpected end of JSON input in object at offset 7",
+			`[{"a":[1`:              "unexpected end of JSON input in array at offset 8",
+			`[1`:                    "unexpected end of JSON input in array at offset 2",
+			`{"data":[],"a":{"b":1`: "unexpected end of JSON input in object at offset 21",
+			`[{"a":1 x`:             "expected ',' or '}' in object at offset 8",
+			`[1 x`:                  "expected ',' or ']' in array at offset 3",
+		} {
+			_, err := DecodePage("/r/", []byte(cut))
+			if err == nil || err.Error() != "GET /r/: malformed JSON: "+want {
+				t.Errorf("DecodePage(%q) = %v, want %q", cut, err, want)
+			}
+		}
+	})
 	t.Run("a record cut after its opening brace, alone", func(t *testing.T) {
 		for _, cut := range []string{`{`, `[`, `[{`, `[[`, `{"data":[`, `{"data":[{`, `{"data":[{"a":{`, `{"data":[{"a":[`, `{"a":{`, `{"a":[`} {
 			_, err := DecodePage("/r/", []byte(cut))
