@@ -135,3 +135,64 @@ func TestNesting(t *testing.T) {
 		})
 	}
 }
+
+// TestTheEdgesOfWhatTheScannerReads: values that sit on a boundary of a
+// rule of the scanner (a surrogate range's first and last code, a literal
+// that ends the input, an empty key, an escape cut short) are read as
+// encoding/json reads them.
+func TestTheEdgesOfWhatTheScannerReads(t *testing.T) {
+	t.Run("a surrogate is lone unless a high one is followed by a low one", func(t *testing.T) {
+		for s, lone := range map[string]bool{
+			`"\ud7ff"`:       false,
+			`"\ue000"`:       false,
+			`"\udbff\udc00"`: false,
+			`"\udc00\udc00"`: true,
+			`"\udbff\ue000"`: true,
+			`"\ud800\udbff"`: true,
+			`"\udfff"`:       true,
+		} {
+			st, err := scanStats([]byte(s))
+			if err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+			if st.LoneSurrogate != lone {
+				t.Errorf("%s: LoneSurrogate = %v, want %v", s, st.LoneSurrogate, lone)
+			}
+		}
+	})
+	t.Run("a literal that ends the input is read", func(t *testing.T) {
+		for _, s := range []string{`true`, `false`, `null`, ` null `, `[true]`} {
+			if err := scanValid([]byte(s)); err != nil {
+				t.Errorf("%s: %v", s, err)
+			}
+		}
+		for _, s := range []string{`tru`, `nul`, `[fals]`, `truE`} {
+			if scanValid([]byte(s)) == nil {
+				t.Errorf("%s is valid", s)
+			}
+		}
+	})
+	t.Run("an empty key is a key", func(t *testing.T) {
+		r, err := ParseRecord([]byte(`{"":1,"a":2,"":3}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fieldsOf(r); got != `""=3;"a"=2;` {
+			t.Errorf("fields %s, want the empty key once, last value", got)
+		}
+	})
+	t.Run("an escape cut short is the end of the string", func(t *testing.T) {
+		for cut, want := range map[string]string{
+			`["\u00e9`:       "unexpected end of JSON input in string at offset 8",
+			`["\u00e`:        `unexpected end of JSON input in \u escape at offset 3`,
+			`["\`:            "unexpected end of JSON input in string escape at offset 3",
+			`["\n`:           "unexpected end of JSON input in string at offset 4",
+			`["\ud83d\ude00`: "unexpected end of JSON input in string at offset 14",
+		} {
+			_, err := DecodePage("/r/", []byte(cut))
+			if err == nil || err.Error() != "GET /r/: malformed JSON: "+want {
+				t.Errorf("DecodePage(%q) = %v, want %q", cut, err, want)
+			}
+		}
+	})
+}
