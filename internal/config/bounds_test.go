@@ -138,3 +138,26 @@ func TestAGraceMustFitTheTimeout(t *testing.T) {
 		wantConfigError(t, err, "ERPSYNC_SHUTDOWN_GRACE: 12.000000001s does not fit ERPSYNC_SHUTDOWN_TIMEOUT 20s (at most 12s)")
 	})
 }
+
+// TestASuggestionIsAtMostAThirdOfTheWordAway: "did you mean" names a
+// word at most two edits away and, counting one more letter, a third of
+// the word's letters; of two as near, the first.
+func TestASuggestionIsAtMostAThirdOfTheWordAway(t *testing.T) {
+	for _, tt := range []struct {
+		word  string
+		words []string
+		want  string
+	}{
+		{"abcde", []string{"abxye"}, "abxye"}, // 2 edits of 5 letters: 2*3 <= 5+1
+		{"abcd", []string{"abxy"}, ""},        // 2 edits of 4 letters: 6 > 5
+		{"ab", []string{"xy"}, ""},            // 2 edits of 2 letters
+		{"ab", []string{"ax"}, "ax"},          // 1 edit of 2 letters: 3 <= 3
+		{"cat", []string{"bat", "hat"}, "bat"},
+		{"cat", []string{"bxt", "bat"}, "bat"}, // the nearer, wherever it is
+		{"abcdefgh", []string{"abcxyzgh"}, ""}, // 3 edits: too many, however long
+	} {
+		if got := nearest(tt.word, tt.words); got != tt.want {
+			t.Errorf("nearest(%q, %q) = %q, want %q", tt.word, tt.words, got, tt.want)
+		}
+	}
+}
