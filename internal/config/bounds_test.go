@@ -161,3 +161,17 @@ func TestASuggestionIsAtMostAThirdOfTheWordAway(t *testing.T) {
 		}
 	}
 }
+
+// TestEditDistanceCountsASwapOfNeighboursAsOne, and only a true swap.
+func TestEditDistanceCountsASwapOfNeighboursAsOne(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"ab", "ba", 1}, {"ab", "ca", 2}, {"abc", "acb", 1}, {"abc", "xbx", 2}, {"", "ab", 2}, {"schedule", "schedlue", 1},
+	} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
