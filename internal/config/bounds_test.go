@@ -168,7 +168,7 @@ func TestEditDistanceCountsASwapOfNeighboursAsOne(t *testing.T) {
 		a, b string
 		want int
 	}{
-		{"ab", "ba", 1}, {"ab", "ca", 2}, {"abc", "acb", 1}, {"abc", "xbx", 2}, {"", "ab", 2}, {"schedule", "schedlue", 1},
+		{"ab", "ba", 1}, {"ab", "ca", 2}, {"ab", "bc", 2}, {"abc", "acb", 1}, {"abc", "xbx", 2}, {"", "ab", 2}, {"schedule", "schedlue", 1},
 	} {
 		if got := editDistance(tt.a, tt.b); got != tt.want {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
