@@ -160,13 +160,13 @@ func TestTheEdgesOfWhatTheScannerReads(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a literal that ends the input is read", func(t *testing.T) {
+	t.Run("a literal that ends the input is read; a \\u escape takes hex digits only", func(t *testing.T) {
 		for _, s := range []string{`true`, `false`, `null`, ` null `, `[true]`} {
 			if err := scanValid([]byte(s)); err != nil {
 				t.Errorf("%s: %v", s, err)
 			}
 		}
-		for _, s := range []string{`tru`, `nul`, `[fals]`, `truE`} {
+		for _, s := range []string{`tru`, `nul`, `[fals]`, `truE`, `"\u00g0"`, `"\u/000"`, `"\u:000"`, `"\u@000"`, `"\uG000"`, `"\u` + "`" + `000"`, `"\u000{"`} {
 			if scanValid([]byte(s)) == nil {
 				t.Errorf("%s is valid", s)
 			}
