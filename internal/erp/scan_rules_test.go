@@ -172,6 +172,14 @@ func TestTheEdgesOfWhatTheScannerReads(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a fraction's first digit 1 or 9 counts toward the integer digits", func(t *testing.T) {
+		for num, want := range map[string]int{`0.1e5`: 5, `0.9e5`: 5, `0.01e5`: 4, `0.05e3`: 2} {
+			st, err := scanStats([]byte(num))
+			if err != nil || st.IntDigits != want {
+				t.Errorf("%s: IntDigits %d (%v), want %d", num, st.IntDigits, err, want)
+			}
+		}
+	})
 	t.Run("an empty key is a key", func(t *testing.T) {
 		r, err := ParseRecord([]byte(`{"":1,"a":2,"":3}`))
 		if err != nil {
