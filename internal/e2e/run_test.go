@@ -56,16 +56,11 @@ func TestRun(t *testing.T) {
 		started := time.Now()
 		for i := range procs {
 			addrs[i] = freeAddr(t)
-			env := []string{
-				"ERPSYNC_DATABASE_URL=" + withAppName(t, dbURL, apps[i]),
-				"ERPSYNC_ERP_BASE_URL=" + srv.URL,
-				"ERPSYNC_ERP_USERNAME=erpsync",
-				"ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
-				"ERPSYNC_ERP_PAGE_SIZE=" + strconv.Itoa(pageSize),
+			env := baseEnv(withAppName(t, dbURL, apps[i]), srv.URL,
+				"ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(pageSize),
 				"ERPSYNC_SCHEDULE=@every 1s",
-				"ERPSYNC_HTTP_ADDR=" + addrs[i],
-				"ERPSYNC_LOG_FORMAT=json",
-			}
+				"ERPSYNC_HTTP_ADDR="+addrs[i],
+			)
 			procs[i] = startDaemon(t, ctx, bin, env, i+1)
 		}
 		pidOf := map[int]int{procs[0].cmd.Process.Pid: 0, procs[1].cmd.Process.Pid: 1}
@@ -347,20 +342,15 @@ FROM erp.invoices WHERE source = 'default'`).Scan(&count, &distinct, &live, &sum
 		dbURL := testdb.New(t)
 		pool := testdb.ObserverPool(t, dbURL)
 		addr := freeAddr(t)
-		p := startDaemon(t, ctx, bin, []string{
-			"ERPSYNC_DATABASE_URL=" + dbURL,
-			"ERPSYNC_ERP_BASE_URL=" + srv.URL,
-			"ERPSYNC_ERP_USERNAME=erpsync",
-			"ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
-			"ERPSYNC_ERP_PAGE_SIZE=" + strconv.Itoa(pageSize),
+		p := startDaemon(t, ctx, bin, baseEnv(dbURL, srv.URL,
+			"ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(pageSize),
 			// The hanging cashboxes request must leave a request for invoices.
 			"ERPSYNC_ERP_MAX_CONCURRENT_REQUESTS=2",
 			"ERPSYNC_STREAMS=invoices,cashboxes",
 			"ERPSYNC_SCHEDULE=@every 1s",
-			"ERPSYNC_SHUTDOWN_GRACE=" + grace.String(),
-			"ERPSYNC_HTTP_ADDR=" + addr,
-			"ERPSYNC_LOG_FORMAT=json",
-		}, 1)
+			"ERPSYNC_SHUTDOWN_GRACE="+grace.String(),
+			"ERPSYNC_HTTP_ADDR="+addr,
+		), 1)
 		alive := []*process{p}
 		countRuns := func(stream, status string) (int, error) {
 			var n int

@@ -54,14 +54,9 @@ func TestSync(t *testing.T) {
 		dbURL := testdb.New(t)
 		pool := testdb.ObserverPool(t, dbURL)
 
-		env := []string{
-			"ERPSYNC_DATABASE_URL=" + dbURL,
-			"ERPSYNC_ERP_BASE_URL=" + srv.URL,
-			"ERPSYNC_ERP_USERNAME=erpsync",
-			"ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
-			"ERPSYNC_ERP_PAGE_SIZE=" + strconv.Itoa(pageSize),
-			"ERPSYNC_LOG_FORMAT=json",
-		}
+		env := baseEnv(dbURL, srv.URL,
+			"ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(pageSize),
+		)
 
 		// A page costs ~40ms of ERP latency, then a commit of a few ms. The
 		// test notices a commit within ~2ms, so a kill after a short delay
@@ -265,14 +260,9 @@ func TestSync(t *testing.T) {
 
 		dbURL := testdb.New(t)
 		pool := testdb.ObserverPool(t, dbURL)
-		env := []string{
-			"ERPSYNC_DATABASE_URL=" + dbURL,
-			"ERPSYNC_ERP_BASE_URL=" + srv.URL,
-			"ERPSYNC_ERP_USERNAME=erpsync",
-			"ERPSYNC_ERP_PASSWORD=erpsync-demo-password",
-			"ERPSYNC_ERP_PAGE_SIZE=" + strconv.Itoa(groupPageSize),
-			"ERPSYNC_LOG_FORMAT=json",
-		}
+		env := baseEnv(dbURL, srv.URL,
+			"ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(groupPageSize),
+		)
 		args := []string{"sync", "invoices"} // default --prefetch 1
 
 		// A commit lands about every second (one group). The test notices it
