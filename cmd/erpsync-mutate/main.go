@@ -43,7 +43,8 @@ func main() {
 	}
 	if *list {
 		for _, t := range targets {
-			fmt.Printf("%s (goal %.0f%%): %s\n    -run %s\n", t.File, t.Goal, t.What, t.Tests)
+			fmt.Printf("%s (goal %.0f%%): %s\n    -run %s\n    %d mutants listed as equivalent\n",
+				t.File, t.Goal, t.What, t.Tests, len(mutation.Equivalents[t.File]))
 		}
 		return
 	}

@@ -51,7 +51,11 @@ type Mutant struct {
 	Line    int    `json:"line"`
 	Column  int    `json:"column"`
 	Source  string `json:"-"` // the mutated line, trimmed
+	At      string `json:"-"` // the mutated line from the mutant's column on
 	Explain string `json:"-"` // what the mutator did there, in words
+	// Equivalent is why the mutant may live, when it lived and an entry
+	// of Equivalents names it.
+	Equivalent string `json:"-"`
 }
 
 // A Result is one target's mutants.
@@ -59,6 +63,34 @@ type Result struct {
 	Target
 	Mutants []Mutant
 	Elapsed time.Duration
+	// Stale are the target's entries of Equivalents that name no mutant
+	// that lived, in words: each fails the goal until it is set right.
+	Stale []string
+}
+
+// Classify marks the mutants that lived and that an entry of eqs names
+// as equivalent, and records the entries that name none.
+func (r *Result) Classify(eqs []Equivalent) {
+	for _, e := range eqs {
+		named, killed := false, false
+		for i := range r.Mutants {
+			m := &r.Mutants[i]
+			if !e.matches(*m) {
+				continue
+			}
+			named = true
+			killed = killed || m.Status == Killed
+			if m.Status == Lived {
+				m.Equivalent = e.Why
+			}
+		}
+		switch {
+		case !named:
+			r.Stale = append(r.Stale, fmt.Sprintf("%s %q at %q names no mutant of the file: update or remove it", e.Mutator, e.Line, e.At))
+		case killed:
+			r.Stale = append(r.Stale, fmt.Sprintf("%s %q at %q is listed as equivalent, but the tests kill it: remove it", e.Mutator, e.Line, e.At))
+		}
+	}
 }
 
 // Count returns how many of r's mutants got the verdict status.
@@ -72,15 +104,25 @@ func (r Result) Count(status string) int {
 	return n
 }
 
-// Efficacy is the share of mutants the tests noticed among those they ran,
-// in percent: killed / (killed + lived), gremlins's definition. A mutant no
-// selected test covers counts in Coverage, not here.
+// Efficacy is the share of mutants the tests noticed among those they ran
+// and that could be noticed, in percent: killed / (killed + lived), where
+// lived leaves out the listed equivalents. A mutant no selected test
+// covers counts in Coverage, not here.
 func (r Result) Efficacy() float64 {
-	k, l := r.Count(Killed), r.Count(Lived)
-	if k+l == 0 {
+	return efficacy(r.Count(Killed), r.Count(Lived)-len(r.Equivalents()))
+}
+
+// RawEfficacy is gremlins's own figure: killed / (killed + lived), the
+// equivalents counted as lived.
+func (r Result) RawEfficacy() float64 {
+	return efficacy(r.Count(Killed), r.Count(Lived))
+}
+
+func efficacy(killed, lived int) float64 {
+	if killed+lived == 0 {
 		return 100
 	}
-	return 100 * float64(k) / float64(k+l)
+	return 100 * float64(killed) / float64(killed+lived)
 }
 
 // Coverage is the share of mutants some selected test ran, in percent.
@@ -92,11 +134,21 @@ func (r Result) Coverage() float64 {
 		float64(len(r.Mutants)-r.Count(NotViable))
 }
 
-// Survivors are the mutants that lived, in the order of the file.
+// Survivors are the mutants that lived and are not listed as equivalent,
+// in the order of the file.
 func (r Result) Survivors() []Mutant {
+	return r.lived(false)
+}
+
+// Equivalents are the mutants that lived and are listed as equivalent.
+func (r Result) Equivalents() []Mutant {
+	return r.lived(true)
+}
+
+func (r Result) lived(equivalent bool) []Mutant {
 	var out []Mutant
 	for _, m := range r.Mutants {
-		if m.Status == Lived {
+		if m.Status == Lived && (m.Equivalent != "") == equivalent {
 			out = append(out, m)
 		}
 	}
@@ -270,10 +322,15 @@ func Run(ctx context.Context, o Options, t Target) (Result, error) {
 	for i := range res.Mutants {
 		m := &res.Mutants[i]
 		if m.Line >= 1 && m.Line <= len(lines) {
-			m.Source = strings.TrimSpace(lines[m.Line-1])
+			line := lines[m.Line-1]
+			m.Source = strings.TrimSpace(line)
+			if m.Column >= 1 && m.Column <= len(line) {
+				m.At = line[m.Column-1:]
+			}
 		}
 		m.Explain = Explain(m.Type)
 	}
+	res.Classify(Equivalents[t.File])
 	return res, nil
 }
 
@@ -334,26 +391,37 @@ func Explain(mutator string) string {
 // Report prints a table of results, then each target's survivors with the
 // line they changed, and returns the goals missed, by file and figure.
 func Report(w io.Writer, results []Result) (missed []string) {
-	fmt.Fprintf(w, "\n%-32s %7s %6s %5s %11s %9s %9s %8s %6s %8s\n",
-		"file", "mutants", "killed", "lived", "not covered", "timed out", "efficacy", "coverage", "goal", "time")
+	fmt.Fprintf(w, "\n%-32s %7s %6s %5s %10s %11s %9s %9s %9s %8s %6s %8s\n",
+		"file", "mutants", "killed", "lived", "equivalent", "not covered", "timed out", "efficacy", "raw", "coverage", "goal", "time")
 	for _, r := range results {
 		mark := ""
 		if r.Efficacy() < r.Goal {
 			mark = "  < goal"
 			missed = append(missed, fmt.Sprintf("%s: efficacy %.1f%%, goal %.0f%%", r.File, r.Efficacy(), r.Goal))
 		}
-		fmt.Fprintf(w, "%-32s %7d %6d %5d %11d %9d %8.1f%% %7.1f%% %5.0f%% %8s%s\n",
-			r.File, len(r.Mutants), r.Count(Killed), r.Count(Lived), r.Count(NotCovered), r.Count(TimedOut),
-			r.Efficacy(), r.Coverage(), r.Goal, r.Elapsed.Round(time.Second), mark)
+		if len(r.Stale) > 0 {
+			mark += "  stale equivalents"
+			missed = append(missed, fmt.Sprintf("%s: %d stale entries of Equivalents", r.File, len(r.Stale)))
+		}
+		fmt.Fprintf(w, "%-32s %7d %6d %5d %10d %11d %9d %8.1f%% %8.1f%% %8.1f%% %5.0f%% %8s%s\n",
+			r.File, len(r.Mutants), r.Count(Killed), r.Count(Lived), len(r.Equivalents()), r.Count(NotCovered), r.Count(TimedOut),
+			r.Efficacy(), r.RawEfficacy(), r.Coverage(), r.Goal, r.Elapsed.Round(time.Second), mark)
 	}
 	for _, r := range results {
-		s := r.Survivors()
-		if len(s) == 0 {
-			continue
+		if s := r.Survivors(); len(s) > 0 {
+			fmt.Fprintf(w, "\nsurvivors in %s (each a change its tests did not notice):\n", r.File)
+			for _, m := range s {
+				fmt.Fprintf(w, "  %s:%d:%d %s (%s)\n      %s\n", r.File, m.Line, m.Column, m.Type, m.Explain, m.Source)
+			}
 		}
-		fmt.Fprintf(w, "\nsurvivors in %s (each a change its tests did not notice):\n", r.File)
-		for _, m := range s {
-			fmt.Fprintf(w, "  %s:%d:%d %s (%s)\n      %s\n", r.File, m.Line, m.Column, m.Type, m.Explain, m.Source)
+		if e := r.Equivalents(); len(e) > 0 {
+			fmt.Fprintf(w, "\nlisted as equivalent in %s (internal/mutation/equivalents.go), not counted:\n", r.File)
+			for _, m := range e {
+				fmt.Fprintf(w, "  %s:%d:%d %s: %s\n", r.File, m.Line, m.Column, m.Type, m.Equivalent)
+			}
+		}
+		if len(r.Stale) > 0 {
+			fmt.Fprintf(w, "\nstale entries of Equivalents for %s:\n  %s\n", r.File, strings.Join(r.Stale, "\n  "))
 		}
 	}
 	return missed

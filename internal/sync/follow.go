@@ -290,18 +290,16 @@ func (l *List) secondLook(ctx context.Context, r *Run, walked []db.Anchor) (stri
 	if len(walked) < 2 {
 		return "", nil
 	}
-	low, high := "", ""
+	var keys []string
 	for _, w := range walked {
 		for _, id := range w.IDs {
-			k := idKey(id)
-			if low == "" || k < low {
-				low = k
-			}
-			if k > high {
-				high = k
-			}
+			keys = append(keys, idKey(id))
 		}
 	}
+	if len(keys) == 0 {
+		return "", nil
+	}
+	low, high := slices.Min(keys), slices.Max(keys)
 	for _, w := range walked[:len(walked)-1] {
 		if err := r.Stopped(); err != nil {
 			return "", err

@@ -61,10 +61,11 @@ func (l *List) sweepList(ctx context.Context, r *Run) error {
 // bulk load.
 func (l *List) startSweep(ctx context.Context, r *Run, was db.Checkpoint) (db.Checkpoint, error) {
 	cp, err := db.StartSweep(ctx, r.conn, was, l.table.db)
-	if err == nil {
-		r.log.Debug("sweep started", "sweep_id", cp.SweepID, "bulk_load", cp.BulkLoad)
+	if err != nil {
+		return db.Checkpoint{}, err
 	}
-	return cp, err
+	r.log.Debug("sweep started", "sweep_id", cp.SweepID, "bulk_load", cp.BulkLoad)
+	return cp, nil
 }
 
 // sweep is the policy of a complete sweep: it starts where its checkpoint
@@ -333,13 +334,12 @@ func (s *sweep) moved(ctx context.Context, tx pgx.Tx, cp db.Checkpoint, gone []s
 // a sweep whose ids came in order (strictly between the last id of one and
 // the first of the next).
 func betweenPages(id string, bounds []db.Bound, order string) bool {
-	sign := 1
-	if order == descending {
-		sign = -1
-	}
 	for i := 1; i < len(bounds); i++ {
-		after, before := bounds[i-1].Last, bounds[i].First
-		if sign*compareIDs(after, id) < 0 && sign*compareIDs(id, before) < 0 {
+		low, high := bounds[i-1].Last, bounds[i].First
+		if order == descending {
+			low, high = high, low
+		}
+		if compareIDs(low, id) < 0 && compareIDs(id, high) < 0 {
 			return true
 		}
 	}

@@ -1,0 +1,119 @@
+package mutation
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// An Equivalent is a mutant of a target that its tests rightly let live:
+// the change cannot alter what the program does (an equivalent mutant), or
+// alters only what no one relies on (a log's wording, a request more).
+// Such mutants are listed with why, not chased with tests bent to kill
+// them; they are reported, and not counted against the goal.
+//
+// A mutant is named by what it changes rather than where, so that an edit
+// elsewhere in the file leaves the entry true: its mutator, the line it
+// mutates (trimmed) and the text its column begins. An entry that no
+// longer names a mutant, or names one the tests kill, is reported as
+// stale, and fails the goal: the list stays as true as the code.
+type Equivalent struct {
+	Mutator string // gremlins's mutator: CONDITIONALS_BOUNDARY, ...
+	Line    string // the line it mutates, without its indentation
+	At      string // the text of the line from the mutant's column on
+	Why     string // why it may live
+}
+
+// matches reports whether e names m.
+func (e Equivalent) matches(m Mutant) bool {
+	return m.Type == e.Mutator && m.Source == e.Line && strings.HasPrefix(m.At, e.At)
+}
+
+const (
+	boundary = "CONDITIONALS_BOUNDARY"
+	negation = "CONDITIONALS_NEGATION"
+	operator = "ARITHMETIC_BASE"
+)
+
+// shortNames are the mutators of Equivalents as the docs' table names them.
+var shortNames = map[string]string{boundary: "boundary", negation: "negation", operator: "operator"}
+
+// Equivalents are the mutants of each target known to change nothing that
+// matters, by target file.
+var Equivalents = map[string][]Equivalent{
+	"internal/sync/guard.go": {
+		{boundary, "if cp.Held.Rows > 0 { // what was held is marked, or gone no more", "> 0",
+			"it rewrites an empty hold as empty: a hold of 0 rows is never recorded"},
+	},
+	"internal/sync/sweep.go": {
+		{boundary, "if idKey(id) <= s.cp.FollowedKey {", "<=",
+			"a record new to the warehouse cannot have the followed key: the follow that read that key wrote it"},
+		{boundary, "if !freshAt.IsZero() && s.missed > 0 {", "> 0",
+			"it adds 0 to the missed-records counter, which a sweep that missed nothing leaves as it was"},
+		{boundary, "if end.total >= 0 {", ">=",
+			"with a stated total of 0 no count of distinct rows falls short of it"},
+		{boundary, "if n > 0 {", "> 0",
+			"with no row gone, asking which moved returns nothing: only two queries more"},
+		{boundary, "if compareIDs(low, id) < 0 && compareIDs(id, high) < 0 {", "< 0 &&",
+			"a gone id never equals a page's bound: the bound was seen in this sweep"},
+		{boundary, "if compareIDs(low, id) < 0 && compareIDs(id, high) < 0 {", "< 0 {",
+			"a gone id never equals a page's bound: the bound was seen in this sweep"},
+	},
+	"internal/sync/follow.go": {
+		{negation, "if len(orders) == 0 {", "==",
+			"the wording of a reason: \"none\" where no sweep recorded an order"},
+		{negation, "if p.order == ascending {", "==",
+			"a newest-first follow never reads anchors, and the next sweep writes them anew"},
+		{boundary, "if i < 0 {", "<",
+			"differs only when the page's last record is its first: the follow then reads one page more"},
+		{boundary, "if k := idKey(id); k >= low && k <= high {", ">=",
+			"the lowest id of the range was read and written, so it is held either way"},
+		{boundary, "if k := idKey(id); k >= low && k <= high {", "<=",
+			"the highest id of the range was read and written, so it is held either way"},
+	},
+	"internal/sync/walk.go": {
+		{boundary, "db.UpsertOptions{SeenBy: c.policy.seenBy(), CountOthers: len(c.run.target.Logins) > 1})", "> 1",
+			"with one login no row was listed first by another: counting them finds 0"},
+		{boundary, "if err == nil && c.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {", "> 0",
+			"an unchanged page gives AfterWrite nothing to do"},
+	},
+	"internal/sync/order.go": {
+		{boundary, "if k := idKey(id); k > o.max {", ">",
+			"it assigns the value already held"},
+	},
+	"internal/erp/envelope.go": {
+		{boundary, "if len(body) > maxBody {", ">",
+			"only a body of exactly the 2 GiB limit tells them apart"},
+	},
+	"internal/erp/lister.go": {
+		{operator, `return l.unfollowable(fmt.Sprintf("recordsTotal is %d but the page from %d is empty", p.RecordsTotal, l.read-int64(len(p.Records))))`, "-int64",
+			"it subtracts the length of an empty page, 0"},
+	},
+	"internal/erp/scan.go": {
+		{boundary, "for c := 0x20; c < utf8.RuneSelf; c++ {", "<",
+			"the table only speeds the scan up: a byte outside it takes the slow path to the same answer"},
+		{boundary, `if i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {`, "<=",
+			"differs only for an input cut right after a surrogate pair, with the same error at the same offset"},
+		{boundary, "if exp < expCeiling {", "<",
+			"the exponent's clamp makes both sides equal"},
+		{boundary, "if d := int(min(int64(intLen-lead)+exp, statCeiling)); d > s.st.IntDigits {", "> s.st",
+			"it stores a value equal to the one held"},
+		{boundary, "if d := int(min(int64(fracLen)-exp, statCeiling)); d > s.st.FracDigits {", "> s.st",
+			"it stores a value equal to the one held"},
+	},
+}
+
+// EquivalentsTable is Equivalents as the Markdown table of docs/testing.md,
+// which a test keeps equal to it: the docs name every mutant left alive,
+// and this list is where each is decided.
+func EquivalentsTable() string {
+	var b strings.Builder
+	b.WriteString("| file | line | mutant | why it may live |\n|---|---|---|---|\n")
+	for _, t := range Targets {
+		for _, e := range Equivalents[t.File] {
+			fmt.Fprintf(&b, "| `%s` | `%s` | %s at `%s` | %s |\n", path.Base(t.File),
+				strings.ReplaceAll(e.Line, "|", `\|`), shortNames[e.Mutator], strings.ReplaceAll(e.At, "|", `\|`), e.Why)
+		}
+	}
+	return b.String()
+}
