@@ -240,920 +240,7 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// ---- New -------------------------------------------------------------------------
-
-func TestNewBaseURL(t *testing.T) {
-	t.Parallel()
-	for _, u := range []string{"https://erp.example.com", "https://erp.example.com/prefix/", "http://127.0.0.1:8080", "http://localhost", "http://[::1]:1"} {
-		if _, err := New(Options{BaseURL: u}); err != nil {
-			t.Errorf("New(%q): %v", u, err)
-		}
-	}
-	for _, u := range []string{"http://erp.example.com", "http://10.0.0.1:8080", "http://localhost.example.com"} {
-		_, err := New(Options{BaseURL: u, Password: testPassword})
-		if err == nil || !strings.Contains(err.Error(), "HTTPS is required") {
-			t.Errorf("New(%q) error = %v, want 'HTTPS is required'", u, err)
-		}
-	}
-	for _, u := range []string{"", "ftp://erp.example.com", "erp.example.com", "https://"} {
-		if _, err := New(Options{BaseURL: u}); err == nil {
-			t.Errorf("New(%q) succeeded, want error", u)
-		}
-	}
-}
-
-// ---- login, bearer, Close ----------------------------------------------------------
-
-func TestClientLoginAndBearer(t *testing.T) {
-	t.Parallel()
-	var gotAuth []string
-	var mu sync.Mutex
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.URL.Path != "/accounts/api/cashboxes/" {
-			t.Errorf("got %s %s", r.Method, r.URL.Path)
-		}
-		if got := r.URL.Query().Get("scope"); got != "all" {
-			t.Errorf("scope = %q", got)
-		}
-		if a := r.Header.Get("Accept"); a != "application/json" {
-			t.Errorf("Accept = %q", a)
-		}
-		mu.Lock()
-		gotAuth = append(gotAuth, r.Header.Get("Authorization"))
-		mu.Unlock()
-		writeResp(w, http.StatusOK, `{"ok":true,"data":[{"id":1}]}`)
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	ctx := testCtx(t)
-	for range 3 {
-		body, err := c.Get(ctx, "/accounts/api/cashboxes/", url.Values{"scope": {"all"}})
-		if f.note(err) != nil {
-			t.Fatal(err)
-		}
-		if string(body) != `{"ok":true,"data":[{"id":1}]}` {
-			t.Errorf("body = %q", body)
-		}
-	}
-	logins, gets, _ := f.counts()
-	if logins != 1 || gets != 3 {
-		t.Errorf("logins, gets = %d, %d; want 1, 3", logins, gets)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	want := "Bearer " + f.issued[0]
-	for _, a := range gotAuth {
-		if a != want {
-			t.Errorf("Authorization = %q, want %q", a, want)
-		}
-	}
-	b := f.loginBodies[0]
-	if len(b) != 2 || b["username"] != testUser || b["password"] != testPassword {
-		t.Errorf("login body = %v, want exactly username and password", b)
-	}
-}
-
-func TestClientIdentityFromLogin(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("unexpected GET %s: the login answer carries the identity", r.URL.Path)
-		writeResp(w, http.StatusNotFound, `{}`)
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	id, err := c.Identity(testCtx(t))
-	if f.note(err) != nil {
-		t.Fatal(err)
-	}
-	if id != (Identity{CompanyID: "3", BranchID: "4"}) {
-		t.Errorf("Identity = %+v", id)
-	}
-}
-
-func TestClientBasePathPrefix(t *testing.T) {
-	t.Parallel()
-	var paths []string
-	var mu sync.Mutex
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		paths = append(paths, r.Method+" "+r.URL.Path)
-		mu.Unlock()
-		if r.URL.Path == "/erp/api/auth/token/" {
-			writeResp(w, http.StatusOK, `{"access_token":"t-prefix","expires_in":3600}`)
-			return
-		}
-		writeResp(w, http.StatusOK, `[]`)
-	}))
-	defer srv.Close()
-	c := newTestClient(t, srv.URL+"/erp/", nil)
-	if _, err := c.Get(testCtx(t), "/accounts/api/currencies/", nil); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	want := []string{"POST /erp/api/auth/token/", "GET /erp/accounts/api/currencies/"}
-	if strings.Join(paths, "|") != strings.Join(want, "|") {
-		t.Errorf("requests = %q, want %q", paths, want)
-	}
-}
-
-func TestClientCursorEncoding(t *testing.T) {
-	t.Parallel()
-	const cursor = "Zz+/ab+++cd/ef==&x=1 ?#%"
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if got := q.Get("cursor"); got != cursor {
-			t.Errorf("cursor arrived as %q, want %q (raw query %q)", got, cursor, r.URL.RawQuery)
-		}
-		if got := q.Get("page_size"); got != "100" {
-			t.Errorf("page_size = %q", got)
-		}
-		if len(q) != 2 {
-			t.Errorf("query = %v, want only cursor and page_size", q)
-		}
-		if !strings.Contains(r.URL.RawQuery, "%2B") || !strings.Contains(r.URL.RawQuery, "%2F") || !strings.Contains(r.URL.RawQuery, "%3D") {
-			t.Errorf("raw query %q: '+', '/' and '=' should arrive percent-encoded", r.URL.RawQuery)
-		}
-		writeResp(w, http.StatusOK, `{"ok":true,"data":[],"pagination":{"has_next":false,"next_cursor":null}}`)
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	p, err := c.List(ListRequest{Path: "/sales/api/invoices/list/", Paging: CursorPaged, PageSize: 100, Cursor: cursor}).Next(testCtx(t))
-	if f.note(err) != nil {
-		t.Fatal(err)
-	}
-	if p.Envelope != "data" || p.HasNext {
-		t.Errorf("page = %+v", p)
-	}
-}
-
-func TestClientReloginOnceOn401(t *testing.T) {
-	t.Parallel()
-	obs := &recObserver{}
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		writeResp(w, http.StatusOK, `[]`)
-	})
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.Observer = obs })
-	ctx := testCtx(t)
-	if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
-		t.Fatal(err)
-	}
-	f.invalidateTokens() // the ERP revoked or expired the token early
-	if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
-		t.Fatalf("GET after token invalidation: %v", err)
-	}
-	logins, gets, unauth := f.counts()
-	if logins != 2 || gets != 3 || unauth != 1 {
-		t.Errorf("logins, gets, 401s = %d, %d, %d; want 2, 3, 1", logins, gets, unauth)
-	}
-	_, retries, _ := obs.snapshot()
-	if strings.Join(retries, "|") != "/accounts/api/currencies/ token_renewal" {
-		t.Errorf("observer retries = %q", retries)
-	}
-}
-
-func TestClientSecond401Fails(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		// Valid token, yet the ERP says 401 (e.g. the user lost the permission).
-		writeResp(w, http.StatusUnauthorized, `{"detail":"not allowed"}`)
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	_, err := c.Get(testCtx(t), "/accounts/api/cashboxes/", nil)
-	f.note(err)
-	var he *HTTPError
-	if !errors.As(err, &he) || he.Status != http.StatusUnauthorized {
-		t.Fatalf("err = %v, want *HTTPError 401", err)
-	}
-	if !strings.Contains(err.Error(), "/accounts/api/cashboxes/") || !strings.Contains(err.Error(), "not allowed") {
-		t.Errorf("error %q should name the route and the excerpt", err)
-	}
-	logins, gets, _ := f.counts()
-	if logins != 2 || gets != 2 {
-		t.Errorf("logins, gets = %d, %d; want 2, 2 (one re-login, one retry)", logins, gets)
-	}
-}
-
-func TestClientTokenRenewedBeforeExpiry(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, nil)
-	// A 10 s token is renewed 2 s (a fifth) before it expires: the two
-	// first GETs have 8 s to stay on the first token, and the third,
-	// 8.5 s after the first GET returned (so after the login), is in the
-	// renewal window. Wide windows: a loaded 2-core CI under -race can
-	// stall for a second.
-	f.set(func(f *fakeERP) { f.expiresIn = 10 })
-	c := newTestClient(t, f.srv.URL, nil)
-	ctx := testCtx(t)
-	var loggedIn time.Time
-	for range 2 {
-		if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
-			t.Fatal(err)
-		}
-		if loggedIn.IsZero() {
-			loggedIn = time.Now()
-		}
-	}
-	if logins, _, _ := f.counts(); logins != 1 {
-		t.Fatalf("logins = %d before the renewal margin, want 1", logins)
-	}
-	time.Sleep(time.Until(loggedIn.Add(8500 * time.Millisecond))) // past 10s - 2s, before the 10s expiry
-	if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
-		t.Fatal(err)
-	}
-	logins, gets, unauth := f.counts()
-	if logins != 2 || unauth != 0 || gets != 3 {
-		t.Errorf("logins, gets, 401s = %d, %d, %d; want 2, 3, 0 (renewed before expiry, not on a 401)", logins, gets, unauth)
-	}
-}
-
-func TestClientExpiresInAsStringAndMissing(t *testing.T) {
-	t.Parallel()
-	for _, exp := range []any{"3600", nil, 0, 1e9, "7200.5"} {
-		f := newFakeERP(t, nil)
-		f.set(func(f *fakeERP) { f.expiresIn = exp })
-		c := newTestClient(t, f.srv.URL, nil)
-		ctx := testCtx(t)
-		for range 3 {
-			if _, err := c.Get(ctx, "/x/", nil); f.note(err) != nil {
-				t.Fatalf("expires_in %v: %v", exp, err)
-			}
-		}
-		if logins, _, _ := f.counts(); logins != 1 {
-			t.Errorf("expires_in %v: logins = %d, want 1 (token kept)", exp, logins)
-		}
-	}
-}
-
-func TestClientHugeExpiresIn(t *testing.T) {
-	t.Parallel()
-	for _, exp := range []any{1e10, 1e12} {
-		f := newFakeERP(t, nil)
-		f.set(func(f *fakeERP) { f.expiresIn = exp })
-		c := newTestClient(t, f.srv.URL, nil)
-		ctx := testCtx(t)
-		for range 3 {
-			if _, err := c.Get(ctx, "/x/", nil); f.note(err) != nil {
-				t.Fatalf("expires_in %v: %v", exp, err)
-			}
-		}
-		if logins, _, _ := f.counts(); logins != 1 {
-			t.Errorf("expires_in %v: logins = %d for 3 GETs, want 1", exp, logins)
-		}
-	}
-}
-
-func TestClientUnparsableExpiresIn(t *testing.T) {
-	t.Parallel()
-	for _, exp := range []any{"junk", true, map[string]int{"s": 1}} {
-		f := newFakeERP(t, nil)
-		f.set(func(f *fakeERP) { f.expiresIn = exp })
-		c := newTestClient(t, f.srv.URL, nil)
-		if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
-			t.Errorf("expires_in %v: %v", exp, err)
-		}
-	}
-}
-
-func TestClientConcurrentGetsLogInOnce(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, nil)
-	c := newTestClient(t, f.srv.URL, nil)
-	ctx := testCtx(t)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			if _, err := c.Get(ctx, "/x/", nil); f.note(err) != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if logins, gets, _ := f.counts(); logins != 1 || gets != 8 {
-		t.Errorf("logins, gets = %d, %d; want 1, 8", logins, gets)
-	}
-}
-
-func TestClientLoginRefused(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		status   int
-		body     string
-		contains string
-	}{
-		{http.StatusUnauthorized, `{"detail":"invalid credentials"}`, "credentials were refused"},
-		{http.StatusForbidden, `{"detail":"licence expired"}`, "licence problem"},
-		{http.StatusBadRequest, `{"detail":"username and password are required"}`, "login fields are wrong"},
-		{http.StatusNotFound, `{"detail":"no such route"}`, "unexpected answer"},
-	}
-	for _, tt := range tests {
-		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
-			t.Parallel()
-			f := newFakeERP(t, nil)
-			f.set(func(f *fakeERP) {
-				f.loginHook = func(w http.ResponseWriter, _ *http.Request, _ int) bool {
-					writeResp(w, tt.status, tt.body)
-					return true
-				}
-			})
-			c := newTestClient(t, f.srv.URL, nil)
-			_, err := c.Get(testCtx(t), "/accounts/api/currencies/", nil)
-			f.note(err)
-			var ae *AuthError
-			if !errors.As(err, &ae) || ae.Status != tt.status {
-				t.Fatalf("err = %v, want *AuthError %d", err, tt.status)
-			}
-			if !strings.Contains(err.Error(), tt.contains) || !strings.Contains(err.Error(), strconv.Itoa(tt.status)) {
-				t.Errorf("error %q should contain %q and the status", err, tt.contains)
-			}
-			if strings.Contains(err.Error(), testPassword) {
-				t.Errorf("error %q contains the password", err)
-			}
-			// The token endpoint's answer may carry secrets: never quoted.
-			if strings.Contains(err.Error(), "detail") || strings.Contains(err.Error(), "expired") {
-				t.Errorf("error %q quotes the token endpoint's answer", err)
-			}
-			logins, gets, _ := f.counts()
-			if logins != 1 || gets != 0 {
-				t.Errorf("logins, gets = %d, %d; want 1, 0 (no tight retry on a refused login)", logins, gets)
-			}
-		})
-	}
-}
-
-func TestClientWrongPassword(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, nil)
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.Password = "wrong-" + testPassword })
-	_, err := c.Identity(testCtx(t))
-	f.note(err)
-	var ae *AuthError
-	if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized {
-		t.Fatalf("err = %v, want *AuthError 401", err)
-	}
-	if !strings.Contains(err.Error(), "credentials were refused") || strings.Contains(err.Error(), "wrong-") {
-		t.Errorf("error %q", err)
-	}
-}
-
-func TestClientLogin429(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, nil)
-	f.set(func(f *fakeERP) {
-		f.loginHook = func(w http.ResponseWriter, _ *http.Request, n int) bool {
-			if n == 1 {
-				w.Header().Set("Retry-After", "1")
-				writeResp(w, http.StatusTooManyRequests, `{"detail":"too many login attempts"}`)
-				return true
-			}
-			return false
-		}
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
-		t.Fatal(err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.logins != 2 {
-		t.Fatalf("logins = %d, want 2", f.logins)
-	}
-	if gap := f.loginTimes[1].Sub(f.loginTimes[0]); gap < time.Second {
-		t.Errorf("login retried after %s, want >= 1s (Retry-After: 1)", gap)
-	}
-}
-
-func TestClientLoginServerErrors(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, nil)
-	f.set(func(f *fakeERP) {
-		f.loginHook = func(w http.ResponseWriter, _ *http.Request, n int) bool {
-			if n <= 2 {
-				writeResp(w, http.StatusBadGateway, `bad gateway`)
-				return true
-			}
-			return false
-		}
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
-		t.Fatal(err)
-	}
-	if logins, _, _ := f.counts(); logins != 3 {
-		t.Errorf("logins = %d, want 3", logins)
-	}
-
-	g := newFakeERP(t, nil)
-	g.set(func(f *fakeERP) {
-		f.loginHook = func(w http.ResponseWriter, _ *http.Request, _ int) bool {
-			writeResp(w, http.StatusServiceUnavailable, `down`)
-			return true
-		}
-	})
-	c = newTestClient(t, g.srv.URL, func(o *Options) { o.MaxAttempts = 3 })
-	_, err := c.Get(testCtx(t), "/x/", nil)
-	g.note(err)
-	if err == nil || !strings.Contains(err.Error(), "login: POST /api/auth/token/: 503") {
-		t.Fatalf("err = %v, want a login 503 failure", err)
-	}
-	if logins, gets, _ := g.counts(); logins != 3 || gets != 0 {
-		t.Errorf("logins, gets = %d, %d; want 3, 0", logins, gets)
-	}
-}
-
-func TestClientLoginUnreachable(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	u := srv.URL
-	srv.Close() // nothing listens there any more
-	c := newTestClient(t, u, func(o *Options) { o.MaxAttempts = 2 })
-	_, err := c.Get(testCtx(t), "/x/", nil)
-	if err == nil || !strings.Contains(err.Error(), "login: POST /api/auth/token/: giving up after 2 attempts") {
-		t.Fatalf("err = %v", err)
-	}
-	if strings.Contains(err.Error(), testPassword) {
-		t.Errorf("error %q contains the password", err)
-	}
-}
-
-func TestClientBadTokenAnswer(t *testing.T) {
-	t.Parallel()
-	for body, want := range map[string]string{
-		`<html>`:                              "not JSON",
-		`{"token":"x"}`:                       "no access_token",
-		`{"access_token":""}`:                 "no access_token",
-		`{"access_token":["a","b"]}`:          "not JSON",
-		`{"access_token":"t","expires_in":60`: "not JSON",
-	} {
-		f := newFakeERP(t, nil)
-		f.set(func(f *fakeERP) {
-			f.loginHook = func(w http.ResponseWriter, _ *http.Request, _ int) bool {
-				writeResp(w, http.StatusOK, body)
-				return true
-			}
-		})
-		c := newTestClient(t, f.srv.URL, nil)
-		_, err := c.Get(testCtx(t), "/x/", nil)
-		f.note(err)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("token answer %s: err = %v, want %q", body, err, want)
-		}
-	}
-}
-
-// A base URL that answers 200 to everything (a web front, not the ERP's
-// API): the login error says the URL may be wrong, names it, and
-// describes what came back without quoting a value of it.
-func TestClientLoginAtAWebFront(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ ctype, body, want string }{
-		{"text/html; charset=utf-8", "<html><head><title>Acme\n Portal</title></head><body>sign in</body></html>",
-			`token response is not JSON (POST /api/auth/token/ answered text/html, a page titled "Acme Portal")`},
-		{"application/json", `{"ok":true,"echo":{"username":"` + testUser + `","password":"` + testPassword + `"},"token":"tok-Zz9-secret"}`,
-			"token response has no access_token (POST /api/auth/token/ answered application/json, a JSON object with keys [echo, ok, token])"},
-		{"text/html", "<title>Welcome " + testPassword + "</title>", `a page titled "(withheld)"`},
-		{"", "pong", "answered no content type, 4 bytes"},
-	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if tc.ctype != "" {
-				w.Header().Set("Content-Type", tc.ctype)
-			} else {
-				w.Header()["Content-Type"] = nil // no sniffing
-			}
-			io.WriteString(w, tc.body)
-		}))
-		c := newTestClient(t, srv.URL+"/app", nil)
-		_, err := c.Get(testCtx(t), "/x/", nil)
-		srv.Close()
-		msg := fmt.Sprint(err)
-		if !strings.Contains(msg, tc.want) || !strings.Contains(msg, "the base URL "+srv.URL+"/app may not point at the ERP's API") {
-			t.Errorf("answer %q: err = %s; want %q and the hint naming the base URL", tc.body, msg, tc.want)
-		}
-		for _, secret := range []string{testPassword, "tok-Zz9-secret"} {
-			if strings.Contains(msg, secret) {
-				t.Errorf("answer %q: the error quotes %q", tc.body, secret)
-			}
-		}
-	}
-}
-
-func TestClientMe(t *testing.T) {
-	t.Parallel()
-	for body, want := range map[string]string{
-		`{"company_id":5,"branch_id":6}`:                          "5/6",
-		`{"ok":true,"data":{"company_id":"c5","branch_id":null}}`: "c5/",
-		`[1]`:                                    "error: not an object",
-		`{"company_id":{"id":5}}`:                "error: company_id",
-		`{"company_id":5,"branch_id":[6]}`:       "error: branch_id",
-		`{"ok":true,"data":{"company_id":true}}`: "error: company_id",
-	} {
-		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/api/auth/me/" {
-				t.Errorf("path %s", r.URL.Path)
-			}
-			writeResp(w, http.StatusOK, body)
-		})
-		c := newTestClient(t, f.srv.URL, nil)
-		id, err := c.Me(testCtx(t))
-		f.note(err)
-		got := id.CompanyID + "/" + id.BranchID
-		if err != nil {
-			got = "error: " + err.Error()
-			if !strings.Contains(err.Error(), "/api/auth/me/") {
-				t.Errorf("Me error %q does not name the route", err)
-			}
-		}
-		if !strings.HasPrefix(got, want) && !(strings.HasPrefix(want, "error: ") && strings.HasPrefix(got, "error: ") && strings.Contains(got, strings.TrimPrefix(want, "error: "))) {
-			t.Errorf("Me with %s = %q, want %q", body, got, want)
-		}
-	}
-}
-
-func TestClientClose(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, nil)
-	c := newTestClient(t, f.srv.URL, nil)
-	ctx := testCtx(t)
-	// Close before any login sends nothing.
-	if err := c.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Get(ctx, "/x/", nil); f.note(err) != nil {
-		t.Fatal(err)
-	}
-	if err := f.note(c.Close(ctx)); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := f.note(c.Close(ctx)); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.revoked) != 1 || f.revoked[0] != f.issued[0] {
-		t.Errorf("revoked %q, want exactly the issued token %q", f.revoked, f.issued)
-	}
-}
-
-func TestClientCloseRevokeRefused(t *testing.T) {
-	t.Parallel()
-	var tok string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/api/auth/token/":
-			writeResp(w, http.StatusOK, `{"access_token":"tok-revoke-Q1","expires_in":60}`)
-		case "/api/auth/revoke/":
-			tok = r.Header.Get("Authorization")
-			writeResp(w, http.StatusUnauthorized, `{"detail":"token invalid"}`)
-		default:
-			writeResp(w, http.StatusOK, `[]`)
-		}
-	}))
-	defer srv.Close()
-	c := newTestClient(t, srv.URL, nil)
-	ctx := testCtx(t)
-	if _, err := c.Get(ctx, "/x/", nil); err != nil {
-		t.Fatal(err)
-	}
-	err := c.Close(ctx)
-	if err == nil || !strings.Contains(err.Error(), "401") {
-		t.Fatalf("Close error = %v, want one naming the 401", err)
-	}
-	if strings.Contains(err.Error(), "tok-revoke-Q1") || strings.Contains(err.Error(), testPassword) {
-		t.Errorf("Close error %q contains a secret", err)
-	}
-	if tok != "Bearer tok-revoke-Q1" {
-		t.Errorf("revoke Authorization = %q", tok)
-	}
-}
-
-// ---- retries ----------------------------------------------------------------------
-
-func TestClientRateLimitWaitsRetryAfter(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	var times []time.Time
-	obs := &recObserver{}
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		times = append(times, time.Now())
-		n := len(times)
-		mu.Unlock()
-		if n == 1 {
-			w.Header().Set("Retry-After", "1")
-			writeResp(w, http.StatusTooManyRequests, `{"detail":"rate limited"}`)
-			return
-		}
-		writeResp(w, http.StatusOK, `[{"id":1}]`)
-	})
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.Observer = obs })
-	body, err := c.Get(testCtx(t), "/accounts/api/currencies/", nil)
-	if f.note(err) != nil {
-		t.Fatal(err)
-	}
-	if string(body) != `[{"id":1}]` {
-		t.Errorf("body = %q", body)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(times) != 2 {
-		t.Fatalf("%d requests, want 2", len(times))
-	}
-	if gap := times[1].Sub(times[0]); gap < time.Second {
-		t.Errorf("retry came %s after the 429, want >= 1s", gap)
-	}
-	_, retries, waits := obs.snapshot()
-	if len(waits) != 1 || waits[0] != time.Second || len(retries) != 1 || !strings.HasSuffix(retries[0], "rate_limited") {
-		t.Errorf("observer waits %v, retries %q", waits, retries)
-	}
-}
-
-func TestClientRateLimitTooLong(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "3600")
-		writeResp(w, http.StatusTooManyRequests, `{}`)
-	})
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxRetryAfter = time.Minute })
-	start := time.Now()
-	_, err := c.Get(testCtx(t), "/x/", nil)
-	f.note(err)
-	if err == nil || !strings.Contains(err.Error(), "429") || !strings.Contains(err.Error(), "/x/") {
-		t.Fatalf("err = %v, want a rate-limit failure naming the route", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("took %s: a Retry-After above MaxRetryAfter must fail at once", d)
-	}
-}
-
-func TestClientRateLimitMaxWaits(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "0")
-		writeResp(w, http.StatusTooManyRequests, `{}`)
-	})
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxWaits = 3 })
-	_, err := c.Get(testCtx(t), "/x/", nil)
-	f.note(err)
-	if err == nil || !strings.Contains(err.Error(), "rate limited") {
-		t.Fatalf("err = %v", err)
-	}
-	if _, gets, _ := f.counts(); gets != 4 {
-		t.Errorf("gets = %d, want 4 (3 waits honoured, the 4th 429 gives up)", gets)
-	}
-}
-
-func TestClientRateLimitCancel(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "30")
-		writeResp(w, http.StatusTooManyRequests, `{}`)
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := c.Get(ctx, "/x/", nil)
-	f.note(err)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("err = %v, want context.DeadlineExceeded", err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("cancellation took %s", d)
-	}
-}
-
-func TestClientServerErrorsRetried(t *testing.T) {
-	t.Parallel()
-	var n atomic.Int32
-	obs := &recObserver{}
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= 2 {
-			writeResp(w, http.StatusBadGateway, `bad gateway`)
-			return
-		}
-		writeResp(w, http.StatusOK, `[]`)
-	})
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.Observer = obs })
-	if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
-		t.Fatal(err)
-	}
-	if n.Load() != 3 {
-		t.Errorf("%d requests, want 3", n.Load())
-	}
-	_, retries, _ := obs.snapshot()
-	if strings.Join(retries, "|") != "/x/ server_error|/x/ server_error" {
-		t.Errorf("observer retries = %q", retries)
-	}
-}
-
-func TestClientServerErrorsGiveUp(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		writeResp(w, http.StatusServiceUnavailable, "upstream   down\n\tplease retry later")
-	})
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxAttempts = 3 })
-	_, err := c.Get(testCtx(t), "/accounts/api/cashboxes/", nil)
-	f.note(err)
-	var he *HTTPError
-	if !errors.As(err, &he) {
-		t.Fatalf("err = %v, want *HTTPError", err)
-	}
-	if he.Status != http.StatusServiceUnavailable || he.Route != "/accounts/api/cashboxes/" || he.Excerpt != "upstream down please retry later" {
-		t.Errorf("HTTPError = %+v", he)
-	}
-	want := "GET /accounts/api/cashboxes/: 503 Service Unavailable: upstream down please retry later"
-	if err.Error() != want {
-		t.Errorf("error = %q, want %q", err, want)
-	}
-	if _, gets, _ := f.counts(); gets != 3 {
-		t.Errorf("gets = %d, want MaxAttempts = 3", gets)
-	}
-}
-
-func TestClientNetworkErrorsRetried(t *testing.T) {
-	t.Parallel()
-	var n atomic.Int32
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
-			// Cut the connection without an answer.
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			_ = conn.Close()
-			return
-		}
-		writeResp(w, http.StatusOK, `[]`)
-	})
-	obs := &recObserver{}
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.Observer = obs })
-	if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
-		t.Fatal(err)
-	}
-	if n.Load() < 2 {
-		t.Errorf("%d requests, want a retry", n.Load())
-	}
-}
-
-func TestClientNetworkErrorsGiveUp(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			_ = conn.Close()
-		}
-	})
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxAttempts = 2 })
-	_, err := c.Get(testCtx(t), "/sales/api/invoices/list/", url.Values{"cursor": {"secret-looking-cursor"}})
-	f.note(err)
-	if err == nil || !strings.Contains(err.Error(), "giving up after 2 attempts") || !strings.Contains(err.Error(), "/sales/api/invoices/list/") {
-		t.Fatalf("err = %v", err)
-	}
-	if strings.Contains(err.Error(), "secret-looking-cursor") || strings.Contains(err.Error(), "127.0.0.1:") && strings.Contains(err.Error(), "http://") {
-		t.Errorf("error %q carries the request URL", err)
-	}
-}
-
-func TestClientTimeoutRetried(t *testing.T) {
-	t.Parallel()
-	var n atomic.Int32
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
-			select {
-			case <-r.Context().Done():
-			case <-time.After(2 * time.Second):
-			}
-			return
-		}
-		writeResp(w, http.StatusOK, `[]`)
-	})
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.Timeout = 150 * time.Millisecond })
-	if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
-		t.Fatal(err)
-	}
-	if n.Load() < 2 {
-		t.Errorf("%d requests, want the timed-out one retried", n.Load())
-	}
-}
-
-func TestClient4xxNotRetried(t *testing.T) {
-	t.Parallel()
-	for _, status := range []int{http.StatusNotFound, http.StatusBadRequest, http.StatusForbidden, http.StatusMethodNotAllowed} {
-		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-			writeResp(w, status, `{"detail": "Not found."}`)
-		})
-		c := newTestClient(t, f.srv.URL, nil)
-		_, err := c.Get(testCtx(t), "/accounts/api/cashboxes/17/access/", nil)
-		f.note(err)
-		var he *HTTPError
-		if !errors.As(err, &he) || he.Status != status {
-			t.Fatalf("%d: err = %v, want *HTTPError", status, err)
-		}
-		for _, s := range []string{"/accounts/api/cashboxes/{pk}/access/", strconv.Itoa(status), `{"detail": "Not found."}`} {
-			if !strings.Contains(err.Error(), s) {
-				t.Errorf("%d: error %q does not contain %q", status, err, s)
-			}
-		}
-		if _, gets, _ := f.counts(); gets != 1 {
-			t.Errorf("%d: gets = %d, want 1 (not retried)", status, gets)
-		}
-	}
-}
-
-func TestClientRedirectNotFollowed(t *testing.T) {
-	t.Parallel()
-	var elsewhere atomic.Int32
-	var leaked atomic.Value
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		elsewhere.Add(1)
-		leaked.Store(r.Header.Get("Authorization"))
-		writeResp(w, http.StatusOK, `[]`)
-	}))
-	defer other.Close()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, other.URL+"/steal/", http.StatusFound)
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	_, err := c.Get(testCtx(t), "/accounts/api/currencies/", nil)
-	f.note(err)
-	var he *HTTPError
-	if !errors.As(err, &he) || he.Status != http.StatusFound {
-		t.Errorf("err = %v, want *HTTPError 302", err)
-	}
-	if n := elsewhere.Load(); n != 0 {
-		t.Errorf("the redirect was followed %d times (Authorization %q)", n, leaked.Load())
-	}
-	if _, gets, _ := f.counts(); gets != 1 {
-		t.Errorf("gets = %d, want 1", gets)
-	}
-}
-
-// ---- plugin auth ---------------------------------------------------------------
-
-func TestClientPluginAuth(t *testing.T) {
-	t.Parallel()
-	const secret = "plugin-S3cret.x"
-	var paths []string
-	var mu sync.Mutex
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		paths = append(paths, r.Method+" "+r.URL.Path)
-		mu.Unlock()
-		if r.Method != http.MethodGet {
-			t.Errorf("plugin auth sent %s %s", r.Method, r.URL.Path)
-		}
-		if got, want := r.Header.Get("Authorization"), "ERPPlugin client-7."+secret; got != want {
-			t.Errorf("Authorization = %q, want %q", got, want)
-		}
-		switch r.URL.Path {
-		case "/api/auth/me/":
-			writeResp(w, http.StatusOK, `{"ok":true,"data":{"id":7,"company_id":3,"branch_id":"4"}}`)
-		case "/denied/":
-			writeResp(w, http.StatusUnauthorized, `{"detail":"bad credentials"}`)
-		default:
-			writeResp(w, http.StatusOK, `[]`)
-		}
-	}))
-	defer srv.Close()
-	c := newTestClient(t, srv.URL, func(o *Options) {
-		o.Auth = "plugin"
-		o.Username, o.Password = "", ""
-		o.PluginScheme = "ERPPlugin"
-		o.ClientID = "client-7"
-		o.ClientSecret = secret
-	})
-	ctx := testCtx(t)
-	id, err := c.Identity(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id != (Identity{CompanyID: "3", BranchID: "4"}) {
-		t.Errorf("Identity = %+v", id)
-	}
-	if id2, err := c.Identity(ctx); err != nil || id2 != id {
-		t.Errorf("second Identity = %+v, %v", id2, err)
-	}
-	if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Get(ctx, "/denied/", nil)
-	var he *HTTPError
-	if !errors.As(err, &he) || he.Status != http.StatusUnauthorized {
-		t.Errorf("err = %v, want *HTTPError 401 without re-login", err)
-	}
-	if err != nil && strings.Contains(err.Error(), secret) {
-		t.Errorf("error %q contains the client secret", err)
-	}
-	if err := c.Close(ctx); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	want := []string{"GET /api/auth/me/", "GET /accounts/api/currencies/", "GET /denied/"}
-	if strings.Join(paths, "|") != strings.Join(want, "|") {
-		t.Errorf("requests = %q, want %q (no token request, no revoke)", paths, want)
-	}
-}
-
-// ---- Lister ---------------------------------------------------------------------
+// ---- lists and the simulator ---------------------------------------------------
 
 // listAll reads a whole list through a Lister, copying the records out of
 // the pages it releases.
@@ -1174,276 +261,6 @@ func listAll(ctx context.Context, c *Client, req ListRequest) ([]json.RawMessage
 		p.Release()
 	}
 }
-
-func TestListerDRF(t *testing.T) {
-	t.Parallel()
-	const path = "/accounts/api/payment-vouchers/"
-	var pages []string
-	var mu sync.Mutex
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != path {
-			t.Errorf("path = %q", r.URL.Path)
-		}
-		q := r.URL.Query()
-		mu.Lock()
-		pages = append(pages, q.Get("page"))
-		mu.Unlock()
-		if q.Get("status") != "posted" {
-			t.Errorf("query %q lost the filter", r.URL.RawQuery)
-		}
-		switch q.Get("page") {
-		case "":
-			next := "http://" + r.Host + path + "?page=2&status=posted"
-			writeResp(w, http.StatusOK, `{"count":5,"next":"`+next+`","previous":null,"results":[{"id":1},{"id":2}]}`)
-		case "2":
-			// An absolute-path link is resolved against the base URL.
-			writeResp(w, http.StatusOK, `{"count":5,"next":"`+path+`?page=3&status=posted","previous":null,"results":[{"id":3},{"id":4}]}`)
-		case "3":
-			writeResp(w, http.StatusOK, `{"count":5,"next":null,"previous":"x","results":[{"id":5}]}`)
-		default:
-			writeResp(w, http.StatusNotFound, `{"detail":"Invalid page."}`)
-		}
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	recs, err := listAll(testCtx(t), c, ListRequest{Path: path, Query: url.Values{"status": {"posted"}}})
-	if f.note(err) != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, r := range recs {
-		ids = append(ids, string(r))
-	}
-	if got := strings.Join(ids, ","); got != `{"id":1},{"id":2},{"id":3},{"id":4},{"id":5}` {
-		t.Errorf("records = %s", got)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Join(pages, ",") != ",2,3" {
-		t.Errorf("pages requested = %q", pages)
-	}
-}
-
-func TestListerDRFRefusesOtherOrigin(t *testing.T) {
-	t.Parallel()
-	var elsewhere atomic.Int32
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		elsewhere.Add(1)
-		writeResp(w, http.StatusOK, `{"next":null,"results":[]}`)
-	}))
-	defer other.Close()
-	for _, next := range []string{
-		"https://evil.example.com/accounts/api/payment-vouchers/?page=2",
-		other.URL + "/accounts/api/payment-vouchers/?page=2", // same host, other port
-		"//evil.example.com/x/?page=2",
-	} {
-		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-			b, _ := json.Marshal(map[string]any{"count": 2, "next": next, "results": []any{map[string]int{"id": 1}}})
-			writeResp(w, http.StatusOK, string(b))
-		})
-		c := newTestClient(t, f.srv.URL, nil)
-		recs, err := listAll(testCtx(t), c, ListRequest{Path: "/accounts/api/payment-vouchers/"})
-		f.note(err)
-		if err == nil || !strings.Contains(err.Error(), "leaves the ERP's origin") {
-			t.Errorf("next %q: err = %v (records %d), want 'leaves the ERP's origin'", next, err, len(recs))
-		}
-	}
-	if n := elsewhere.Load(); n != 0 {
-		t.Errorf("the other origin got %d requests", n)
-	}
-}
-
-func TestListerDataTables(t *testing.T) {
-	t.Parallel()
-	const total, serverCap = 7, 2
-	var seen []string
-	var mu sync.Mutex
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		start, err1 := strconv.Atoi(q.Get("start"))
-		length, err2 := strconv.Atoi(q.Get("length"))
-		if err1 != nil || err2 != nil || q.Get("draw") == "" {
-			t.Errorf("query %q lacks start/length/draw", r.URL.RawQuery)
-		}
-		if q.Get("branch_id") != "4" {
-			t.Errorf("query %q lost branch_id", r.URL.RawQuery)
-		}
-		mu.Lock()
-		seen = append(seen, fmt.Sprintf("%d/%d/%s", start, length, q.Get("draw")))
-		mu.Unlock()
-		end := min(start+min(length, serverCap), total)
-		var recs []string
-		for i := start; i < end; i++ {
-			recs = append(recs, fmt.Sprintf(`{"id":"JE-%d"}`, i+1))
-		}
-		fmt.Fprintf(w, `{"draw":%s,"recordsTotal":%d,"recordsFiltered":%d,"data":[%s]}`, q.Get("draw"), total, total, strings.Join(recs, ","))
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	recs, err := listAll(testCtx(t), c, ListRequest{Path: "/accounts/api/journal-entries/", Query: url.Values{"branch_id": {"4"}}, Paging: OffsetPaged, PageSize: 3})
-	if f.note(err) != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != total {
-		t.Fatalf("%d records, want %d", len(recs), total)
-	}
-	for i, r := range recs {
-		if want := fmt.Sprintf(`{"id":"JE-%d"}`, i+1); string(r) != want {
-			t.Errorf("record %d = %s, want %s", i, r, want)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if got := strings.Join(seen, " "); got != "0/3/1 2/3/2 4/3/3 6/3/4" {
-		t.Errorf("start/length/draw = %q", got)
-	}
-}
-
-func TestListerDataTablesEmptyPageBeforeTotalFails(t *testing.T) {
-	t.Parallel()
-	var n atomic.Int32
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
-			writeResp(w, http.StatusOK, `{"draw":1,"recordsTotal":100,"recordsFiltered":100,"data":[{"id":1}]}`)
-			return
-		}
-		writeResp(w, http.StatusOK, `{"draw":2,"recordsTotal":100,"recordsFiltered":100,"data":[]}`)
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	// recordsTotal says 99 more exist but the next page is empty: the list
-	// read is not the whole, and taking it for the whole would mark live
-	// rows deleted.
-	_, err := listAll(testCtx(t), c, ListRequest{Path: "/j/", Paging: OffsetPaged, PageSize: 10})
-	f.note(err)
-	var pe *PagingError
-	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "recordsTotal is 100") {
-		t.Errorf("err = %v, want a PagingError about recordsTotal", err)
-	}
-	if n.Load() != 2 {
-		t.Errorf("requests %d, want 2", n.Load())
-	}
-}
-
-func TestListerMaxPages(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		// An ERP that always has a next page.
-		n, _ := strconv.Atoi(r.URL.Query().Get("page"))
-		writeResp(w, http.StatusOK, fmt.Sprintf(`{"next":"/loop/?page=%d","results":[{"id":1}]}`, n+1))
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	_, err := listAll(testCtx(t), c, ListRequest{Path: "/loop/", MaxPages: 5})
-	f.note(err)
-	if err == nil || !strings.Contains(err.Error(), "more than 5 pages") {
-		t.Fatalf("err = %v", err)
-	}
-	if _, gets, _ := f.counts(); gets != 5 {
-		t.Errorf("gets = %d, want 5", gets)
-	}
-	// A next link naming the page just read is a loop, not more pages.
-	loop := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		writeResp(w, http.StatusOK, `{"next":"/same/","results":[{"id":1}]}`)
-	})
-	c = newTestClient(t, loop.srv.URL, nil)
-	_, err = listAll(testCtx(t), c, ListRequest{Path: "/same/"})
-	loop.note(err)
-	if err == nil || !strings.Contains(err.Error(), "page just read") {
-		t.Fatalf("loop: err = %v", err)
-	}
-}
-
-func TestListerArrayAndDecodeError(t *testing.T) {
-	t.Parallel()
-	var body atomic.Value
-	body.Store(`[{"id":1},{"id":2}]`)
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		writeResp(w, http.StatusOK, body.Load().(string))
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	ctx := testCtx(t)
-	recs, err := listAll(ctx, c, ListRequest{Path: "/accounts/api/cashboxes/"})
-	if f.note(err) != nil || len(recs) != 2 {
-		t.Fatalf("listAll = %d records, %v", len(recs), err)
-	}
-	body.Store(`{"ok":true,"items":[]}`)
-	_, err = listAll(ctx, c, ListRequest{Path: "/accounts/api/cashboxes/"})
-	f.note(err)
-	var ee *EnvelopeError
-	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "/accounts/api/cashboxes/") {
-		t.Errorf("err = %v, want *EnvelopeError naming the route", err)
-	}
-}
-
-// An answer that says more exists without a way to ask for it fails the
-// walk: the records read are not the whole list.
-func TestListerUnfollowableSignals(t *testing.T) {
-	t.Parallel()
-	for name, body := range map[string]string{
-		"has_next without cursor":      `{"ok":true,"data":[{"id":1}],"pagination":{"has_next":true,"next_cursor":""}}`,
-		"has_next with null cursor":    `{"ok":true,"data":[{"id":1}],"pagination":{"has_next":true,"next_cursor":null}}`,
-		"has_next with missing cursor": `{"ok":true,"data":[{"id":1}],"pagination":{"has_next":true}}`,
-		"count above results, no next": `{"count":5,"next":null,"results":[{"id":1}]}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) { writeResp(w, http.StatusOK, body) })
-			c := newTestClient(t, f.srv.URL, nil)
-			_, err := listAll(testCtx(t), c, ListRequest{Path: "/r/"})
-			f.note(err)
-			var pe *PagingError
-			if !errors.As(err, &pe) || !strings.Contains(err.Error(), "/r/") || !strings.Contains(err.Error(), "cannot be followed") {
-				t.Errorf("err = %v, want a PagingError naming the route", err)
-			}
-		})
-	}
-}
-
-// A one-list route that starts paging by cursor is followed to its end.
-func TestListerFollowsCursorOnAnyRoute(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("cursor") == "" {
-			writeResp(w, http.StatusOK, `{"ok":true,"data":[{"id":1}],"pagination":{"has_next":true,"next_cursor":"c+2"}}`)
-			return
-		}
-		writeResp(w, http.StatusOK, `{"ok":true,"data":[{"id":2}],"pagination":{"has_next":false,"next_cursor":null}}`)
-	})
-	c := newTestClient(t, f.srv.URL, nil)
-	recs, err := listAll(testCtx(t), c, ListRequest{Path: "/accounts/api/cashboxes/"})
-	if f.note(err) != nil || len(recs) != 2 {
-		t.Fatalf("records %d, err %v; want both pages", len(recs), err)
-	}
-}
-
-// A saved cursor refused with 400, 404 or ok=false is a CursorRefusedError.
-func TestListerCursorRefused(t *testing.T) {
-	t.Parallel()
-	for name, answer := range map[string]struct {
-		status int
-		body   string
-	}{
-		"400":      {http.StatusBadRequest, `{"ok":false,"error":"invalid cursor"}`},
-		"404":      {http.StatusNotFound, `{"detail":"not found"}`},
-		"ok=false": {http.StatusOK, `{"ok":false,"error":"invalid cursor"}`},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) { writeResp(w, answer.status, answer.body) })
-			c := newTestClient(t, f.srv.URL, nil)
-			_, err := c.List(ListRequest{Path: "/sales/api/invoices/list/", Paging: CursorPaged, PageSize: 5, Cursor: "old"}).Next(testCtx(t))
-			f.note(err)
-			var cr *CursorRefusedError
-			if !errors.As(err, &cr) {
-				t.Errorf("err = %v, want *CursorRefusedError", err)
-			}
-			// Without a cursor the same answers are ordinary failures.
-			_, err = c.List(ListRequest{Path: "/sales/api/invoices/list/", Paging: CursorPaged, PageSize: 5}).Next(testCtx(t))
-			if errors.As(err, &cr) || err == nil {
-				t.Errorf("first page: err = %v, want a plain error", err)
-			}
-		})
-	}
-}
-
-// ---- against the simulator --------------------------------------------------
 
 func newSimClient(t *testing.T, so erpsim.Options, mod func(*Options)) (*erpsim.Sim, *Client) {
 	t.Helper()
@@ -1496,313 +313,1086 @@ func sumMoney(t *testing.T, recs []json.RawMessage, field string) decimal.Decima
 	return sum
 }
 
-func TestClientAgainstSimulator(t *testing.T) {
+// TestClient documents the Client: how it logs in, renews and revokes its
+// token, retries what may be retried and fails at once on what may not, and
+// never quotes a secret in an error.
+func TestClient(t *testing.T) {
 	t.Parallel()
-	sim, c := newSimClient(t, erpsim.Options{Invoices: 230, PageSizeCap: 50}, nil)
-	ctx := testCtx(t)
-	for _, asString := range []bool{false, true} {
-		sim.SetMoneyAsString(asString)
-		recs, cursors := walkInvoices(t, ctx, c, 100) // capped at 50 by the ERP
-		if len(recs) != 230 || len(cursors) != 4 {
-			t.Fatalf("money as string %v: %d invoices, %d cursors; want 230, 4", asString, len(recs), len(cursors))
-		}
-		for _, cur := range cursors {
-			if !strings.Contains(cur, "+") || !strings.HasSuffix(cur, "=") {
-				t.Errorf("simulator cursor %q lacks '+' or '=': the encoding test is weaker than meant", cur)
+	t.Run("LogsInOnceAndSendsItsBearerToken", func(t *testing.T) {
+		t.Parallel()
+		var gotAuth []string
+		var mu sync.Mutex
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet || r.URL.Path != "/accounts/api/cashboxes/" {
+				t.Errorf("got %s %s", r.Method, r.URL.Path)
 			}
+			if got := r.URL.Query().Get("scope"); got != "all" {
+				t.Errorf("scope = %q", got)
+			}
+			if a := r.Header.Get("Accept"); a != "application/json" {
+				t.Errorf("Accept = %q", a)
+			}
+			mu.Lock()
+			gotAuth = append(gotAuth, r.Header.Get("Authorization"))
+			mu.Unlock()
+			writeResp(w, http.StatusOK, `{"ok":true,"data":[{"id":1}]}`)
+		})
+		c := newTestClient(t, f.srv.URL, nil)
+		ctx := testCtx(t)
+		for range 3 {
+			body, err := c.Get(ctx, "/accounts/api/cashboxes/", url.Values{"scope": {"all"}})
+			if f.note(err) != nil {
+				t.Fatal(err)
+			}
+			if string(body) != `{"ok":true,"data":[{"id":1}]}` {
+				t.Errorf("body = %q", body)
+			}
+		}
+		logins, gets, _ := f.counts()
+		if logins != 1 || gets != 3 {
+			t.Errorf("logins, gets = %d, %d; want 1, 3", logins, gets)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		want := "Bearer " + f.issued[0]
+		for _, a := range gotAuth {
+			if a != want {
+				t.Errorf("Authorization = %q, want %q", a, want)
+			}
+		}
+		b := f.loginBodies[0]
+		if len(b) != 2 || b["username"] != testUser || b["password"] != testPassword {
+			t.Errorf("login body = %v, want exactly username and password", b)
+		}
+	})
+
+	t.Run("TakesItsIdentityFromTheLoginAnswer", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			t.Errorf("unexpected GET %s: the login answer carries the identity", r.URL.Path)
+			writeResp(w, http.StatusNotFound, `{}`)
+		})
+		c := newTestClient(t, f.srv.URL, nil)
+		id, err := c.Identity(testCtx(t))
+		if f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if id != (Identity{CompanyID: "3", BranchID: "4"}) {
+			t.Errorf("Identity = %+v", id)
+		}
+	})
+
+	t.Run("KeepsTheBaseURLsPathAsAPrefix", func(t *testing.T) {
+		t.Parallel()
+		var paths []string
+		var mu sync.Mutex
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths = append(paths, r.Method+" "+r.URL.Path)
+			mu.Unlock()
+			if r.URL.Path == "/erp/api/auth/token/" {
+				writeResp(w, http.StatusOK, `{"access_token":"t-prefix","expires_in":3600}`)
+				return
+			}
+			writeResp(w, http.StatusOK, `[]`)
+		}))
+		defer srv.Close()
+		c := newTestClient(t, srv.URL+"/erp/", nil)
+		if _, err := c.Get(testCtx(t), "/accounts/api/currencies/", nil); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{"POST /erp/api/auth/token/", "GET /erp/accounts/api/currencies/"}
+		if strings.Join(paths, "|") != strings.Join(want, "|") {
+			t.Errorf("requests = %q, want %q", paths, want)
+		}
+	})
+
+	t.Run("LogsInAgainOnceOnA401", func(t *testing.T) {
+		t.Parallel()
+		obs := &recObserver{}
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			writeResp(w, http.StatusOK, `[]`)
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.Observer = obs })
+		ctx := testCtx(t)
+		if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		f.invalidateTokens() // the ERP revoked or expired the token early
+		if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
+			t.Fatalf("GET after token invalidation: %v", err)
+		}
+		logins, gets, unauth := f.counts()
+		if logins != 2 || gets != 3 || unauth != 1 {
+			t.Errorf("logins, gets, 401s = %d, %d, %d; want 2, 3, 1", logins, gets, unauth)
+		}
+		_, retries, _ := obs.snapshot()
+		if strings.Join(retries, "|") != "/accounts/api/currencies/ token_renewal" {
+			t.Errorf("observer retries = %q", retries)
+		}
+	})
+
+	t.Run("FailsOnASecond401", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			// Valid token, yet the ERP says 401 (e.g. the user lost the permission).
+			writeResp(w, http.StatusUnauthorized, `{"detail":"not allowed"}`)
+		})
+		c := newTestClient(t, f.srv.URL, nil)
+		_, err := c.Get(testCtx(t), "/accounts/api/cashboxes/", nil)
+		f.note(err)
+		var he *HTTPError
+		if !errors.As(err, &he) || he.Status != http.StatusUnauthorized {
+			t.Fatalf("err = %v, want *HTTPError 401", err)
+		}
+		if !strings.Contains(err.Error(), "/accounts/api/cashboxes/") || !strings.Contains(err.Error(), "not allowed") {
+			t.Errorf("error %q should name the route and the excerpt", err)
+		}
+		logins, gets, _ := f.counts()
+		if logins != 2 || gets != 2 {
+			t.Errorf("logins, gets = %d, %d; want 2, 2 (one re-login, one retry)", logins, gets)
+		}
+	})
+
+	t.Run("RenewsItsTokenBeforeItExpires", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, nil)
+		// A 10 s token is renewed 2 s (a fifth) before it expires: the two
+		// first GETs have 8 s to stay on the first token, and the third,
+		// 8.5 s after the first GET returned (so after the login), is in the
+		// renewal window. Wide windows: a loaded 2-core CI under -race can
+		// stall for a second.
+		f.set(func(f *fakeERP) { f.expiresIn = 10 })
+		c := newTestClient(t, f.srv.URL, nil)
+		ctx := testCtx(t)
+		var loggedIn time.Time
+		for range 2 {
+			if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
+				t.Fatal(err)
+			}
+			if loggedIn.IsZero() {
+				loggedIn = time.Now()
+			}
+		}
+		if logins, _, _ := f.counts(); logins != 1 {
+			t.Fatalf("logins = %d before the renewal margin, want 1", logins)
+		}
+		time.Sleep(time.Until(loggedIn.Add(8500 * time.Millisecond))) // past 10s - 2s, before the 10s expiry
+		if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		logins, gets, unauth := f.counts()
+		if logins != 2 || unauth != 0 || gets != 3 {
+			t.Errorf("logins, gets, 401s = %d, %d, %d; want 2, 3, 0 (renewed before expiry, not on a 401)", logins, gets, unauth)
+		}
+	})
+
+	t.Run("KeepsItsTokenWithExpiresInAsAStringOrMissing", func(t *testing.T) {
+		t.Parallel()
+		for _, exp := range []any{"3600", nil, 0, 1e9, "7200.5"} {
+			f := newFakeERP(t, nil)
+			f.set(func(f *fakeERP) { f.expiresIn = exp })
+			c := newTestClient(t, f.srv.URL, nil)
+			ctx := testCtx(t)
+			for range 3 {
+				if _, err := c.Get(ctx, "/x/", nil); f.note(err) != nil {
+					t.Fatalf("expires_in %v: %v", exp, err)
+				}
+			}
+			if logins, _, _ := f.counts(); logins != 1 {
+				t.Errorf("expires_in %v: logins = %d, want 1 (token kept)", exp, logins)
+			}
+		}
+	})
+
+	t.Run("KeepsItsTokenWithAHugeExpiresIn", func(t *testing.T) {
+		t.Parallel()
+		for _, exp := range []any{1e10, 1e12} {
+			f := newFakeERP(t, nil)
+			f.set(func(f *fakeERP) { f.expiresIn = exp })
+			c := newTestClient(t, f.srv.URL, nil)
+			ctx := testCtx(t)
+			for range 3 {
+				if _, err := c.Get(ctx, "/x/", nil); f.note(err) != nil {
+					t.Fatalf("expires_in %v: %v", exp, err)
+				}
+			}
+			if logins, _, _ := f.counts(); logins != 1 {
+				t.Errorf("expires_in %v: logins = %d for 3 GETs, want 1", exp, logins)
+			}
+		}
+	})
+
+	t.Run("TakesATokenWithAnUnparsableExpiresIn", func(t *testing.T) {
+		t.Parallel()
+		for _, exp := range []any{"junk", true, map[string]int{"s": 1}} {
+			f := newFakeERP(t, nil)
+			f.set(func(f *fakeERP) { f.expiresIn = exp })
+			c := newTestClient(t, f.srv.URL, nil)
+			if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
+				t.Errorf("expires_in %v: %v", exp, err)
+			}
+		}
+	})
+
+	t.Run("LogsInOnceForConcurrentGets", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, nil)
+		c := newTestClient(t, f.srv.URL, nil)
+		ctx := testCtx(t)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				if _, err := c.Get(ctx, "/x/", nil); f.note(err) != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if logins, gets, _ := f.counts(); logins != 1 || gets != 8 {
+			t.Errorf("logins, gets = %d, %d; want 1, 8", logins, gets)
+		}
+	})
+
+	t.Run("SaysWhyItsLoginWasRefused", func(t *testing.T) {
+		t.Parallel()
+		tests := []struct {
+			status   int
+			body     string
+			contains string
+		}{
+			{http.StatusUnauthorized, `{"detail":"invalid credentials"}`, "credentials were refused"},
+			{http.StatusForbidden, `{"detail":"licence expired"}`, "licence problem"},
+			{http.StatusBadRequest, `{"detail":"username and password are required"}`, "login fields are wrong"},
+			{http.StatusNotFound, `{"detail":"no such route"}`, "unexpected answer"},
+		}
+		for _, tt := range tests {
+			t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
+				t.Parallel()
+				f := newFakeERP(t, nil)
+				f.set(func(f *fakeERP) {
+					f.loginHook = func(w http.ResponseWriter, _ *http.Request, _ int) bool {
+						writeResp(w, tt.status, tt.body)
+						return true
+					}
+				})
+				c := newTestClient(t, f.srv.URL, nil)
+				_, err := c.Get(testCtx(t), "/accounts/api/currencies/", nil)
+				f.note(err)
+				var ae *AuthError
+				if !errors.As(err, &ae) || ae.Status != tt.status {
+					t.Fatalf("err = %v, want *AuthError %d", err, tt.status)
+				}
+				if !strings.Contains(err.Error(), tt.contains) || !strings.Contains(err.Error(), strconv.Itoa(tt.status)) {
+					t.Errorf("error %q should contain %q and the status", err, tt.contains)
+				}
+				if strings.Contains(err.Error(), testPassword) {
+					t.Errorf("error %q contains the password", err)
+				}
+				// The token endpoint's answer may carry secrets: never quoted.
+				if strings.Contains(err.Error(), "detail") || strings.Contains(err.Error(), "expired") {
+					t.Errorf("error %q quotes the token endpoint's answer", err)
+				}
+				logins, gets, _ := f.counts()
+				if logins != 1 || gets != 0 {
+					t.Errorf("logins, gets = %d, %d; want 1, 0 (no tight retry on a refused login)", logins, gets)
+				}
+			})
+		}
+	})
+
+	t.Run("SaysAWrongPasswordWasRefusedWithoutQuotingIt", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, nil)
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.Password = "wrong-" + testPassword })
+		_, err := c.Identity(testCtx(t))
+		f.note(err)
+		var ae *AuthError
+		if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized {
+			t.Fatalf("err = %v, want *AuthError 401", err)
+		}
+		if !strings.Contains(err.Error(), "credentials were refused") || strings.Contains(err.Error(), "wrong-") {
+			t.Errorf("error %q", err)
+		}
+	})
+
+	t.Run("RetriesALoginAfterItsRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, nil)
+		f.set(func(f *fakeERP) {
+			f.loginHook = func(w http.ResponseWriter, _ *http.Request, n int) bool {
+				if n == 1 {
+					w.Header().Set("Retry-After", "1")
+					writeResp(w, http.StatusTooManyRequests, `{"detail":"too many login attempts"}`)
+					return true
+				}
+				return false
+			}
+		})
+		c := newTestClient(t, f.srv.URL, nil)
+		if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.logins != 2 {
+			t.Fatalf("logins = %d, want 2", f.logins)
+		}
+		if gap := f.loginTimes[1].Sub(f.loginTimes[0]); gap < time.Second {
+			t.Errorf("login retried after %s, want >= 1s (Retry-After: 1)", gap)
+		}
+	})
+
+	t.Run("RetriesALoginOnServerErrorsUpToMaxAttempts", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, nil)
+		f.set(func(f *fakeERP) {
+			f.loginHook = func(w http.ResponseWriter, _ *http.Request, n int) bool {
+				if n <= 2 {
+					writeResp(w, http.StatusBadGateway, `bad gateway`)
+					return true
+				}
+				return false
+			}
+		})
+		c := newTestClient(t, f.srv.URL, nil)
+		if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if logins, _, _ := f.counts(); logins != 3 {
+			t.Errorf("logins = %d, want 3", logins)
+		}
+
+		g := newFakeERP(t, nil)
+		g.set(func(f *fakeERP) {
+			f.loginHook = func(w http.ResponseWriter, _ *http.Request, _ int) bool {
+				writeResp(w, http.StatusServiceUnavailable, `down`)
+				return true
+			}
+		})
+		c = newTestClient(t, g.srv.URL, func(o *Options) { o.MaxAttempts = 3 })
+		_, err := c.Get(testCtx(t), "/x/", nil)
+		g.note(err)
+		if err == nil || !strings.Contains(err.Error(), "login: POST /api/auth/token/: 503") {
+			t.Fatalf("err = %v, want a login 503 failure", err)
+		}
+		if logins, gets, _ := g.counts(); logins != 3 || gets != 0 {
+			t.Errorf("logins, gets = %d, %d; want 3, 0", logins, gets)
+		}
+	})
+
+	t.Run("GivesUpOnAnUnreachableLogin", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.NotFoundHandler())
+		u := srv.URL
+		srv.Close() // nothing listens there any more
+		c := newTestClient(t, u, func(o *Options) { o.MaxAttempts = 2 })
+		_, err := c.Get(testCtx(t), "/x/", nil)
+		if err == nil || !strings.Contains(err.Error(), "login: POST /api/auth/token/: giving up after 2 attempts") {
+			t.Fatalf("err = %v", err)
+		}
+		if strings.Contains(err.Error(), testPassword) {
+			t.Errorf("error %q contains the password", err)
+		}
+	})
+
+	t.Run("RefusesATokenAnswerWithoutAnAccessToken", func(t *testing.T) {
+		t.Parallel()
+		for body, want := range map[string]string{
+			`<html>`:                              "not JSON",
+			`{"token":"x"}`:                       "no access_token",
+			`{"access_token":""}`:                 "no access_token",
+			`{"access_token":["a","b"]}`:          "not JSON",
+			`{"access_token":"t","expires_in":60`: "not JSON",
+		} {
+			f := newFakeERP(t, nil)
+			f.set(func(f *fakeERP) {
+				f.loginHook = func(w http.ResponseWriter, _ *http.Request, _ int) bool {
+					writeResp(w, http.StatusOK, body)
+					return true
+				}
+			})
+			c := newTestClient(t, f.srv.URL, nil)
+			_, err := c.Get(testCtx(t), "/x/", nil)
+			f.note(err)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("token answer %s: err = %v, want %q", body, err, want)
+			}
+		}
+	})
+
+	// A base URL that answers 200 to everything (a web front, not the ERP's
+	// API): the login error says the URL may be wrong, names it, and
+	// describes what came back without quoting a value of it.
+	t.Run("SaysItsBaseURLMayBeWrongWhenAWebFrontAnswersItsLogin", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct{ ctype, body, want string }{
+			{"text/html; charset=utf-8", "<html><head><title>Acme\n Portal</title></head><body>sign in</body></html>",
+				`token response is not JSON (POST /api/auth/token/ answered text/html, a page titled "Acme Portal")`},
+			{"application/json", `{"ok":true,"echo":{"username":"` + testUser + `","password":"` + testPassword + `"},"token":"tok-Zz9-secret"}`,
+				"token response has no access_token (POST /api/auth/token/ answered application/json, a JSON object with keys [echo, ok, token])"},
+			{"text/html", "<title>Welcome " + testPassword + "</title>", `a page titled "(withheld)"`},
+			{"", "pong", "answered no content type, 4 bytes"},
+		} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.ctype != "" {
+					w.Header().Set("Content-Type", tc.ctype)
+				} else {
+					w.Header()["Content-Type"] = nil // no sniffing
+				}
+				io.WriteString(w, tc.body)
+			}))
+			c := newTestClient(t, srv.URL+"/app", nil)
+			_, err := c.Get(testCtx(t), "/x/", nil)
+			srv.Close()
+			msg := fmt.Sprint(err)
+			if !strings.Contains(msg, tc.want) || !strings.Contains(msg, "the base URL "+srv.URL+"/app may not point at the ERP's API") {
+				t.Errorf("answer %q: err = %s; want %q and the hint naming the base URL", tc.body, msg, tc.want)
+			}
+			for _, secret := range []string{testPassword, "tok-Zz9-secret"} {
+				if strings.Contains(msg, secret) {
+					t.Errorf("answer %q: the error quotes %q", tc.body, secret)
+				}
+			}
+		}
+	})
+
+	t.Run("ReadsItsIdentityFromMe", func(t *testing.T) {
+		t.Parallel()
+		for body, want := range map[string]string{
+			`{"company_id":5,"branch_id":6}`:                          "5/6",
+			`{"ok":true,"data":{"company_id":"c5","branch_id":null}}`: "c5/",
+			`[1]`:                                    "error: not an object",
+			`{"company_id":{"id":5}}`:                "error: company_id",
+			`{"company_id":5,"branch_id":[6]}`:       "error: branch_id",
+			`{"ok":true,"data":{"company_id":true}}`: "error: company_id",
+		} {
+			f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/api/auth/me/" {
+					t.Errorf("path %s", r.URL.Path)
+				}
+				writeResp(w, http.StatusOK, body)
+			})
+			c := newTestClient(t, f.srv.URL, nil)
+			id, err := c.Me(testCtx(t))
+			f.note(err)
+			got := id.CompanyID + "/" + id.BranchID
+			if err != nil {
+				got = "error: " + err.Error()
+				if !strings.Contains(err.Error(), "/api/auth/me/") {
+					t.Errorf("Me error %q does not name the route", err)
+				}
+			}
+			if !strings.HasPrefix(got, want) && !(strings.HasPrefix(want, "error: ") && strings.HasPrefix(got, "error: ") && strings.Contains(got, strings.TrimPrefix(want, "error: "))) {
+				t.Errorf("Me with %s = %q, want %q", body, got, want)
+			}
+		}
+	})
+
+	t.Run("RevokesItsTokenOnceOnClose", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, nil)
+		c := newTestClient(t, f.srv.URL, nil)
+		ctx := testCtx(t)
+		// Close before any login sends nothing.
+		if err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get(ctx, "/x/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if err := f.note(c.Close(ctx)); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if err := f.note(c.Close(ctx)); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.revoked) != 1 || f.revoked[0] != f.issued[0] {
+			t.Errorf("revoked %q, want exactly the issued token %q", f.revoked, f.issued)
+		}
+	})
+
+	t.Run("NamesARefusedRevokeWithoutItsToken", func(t *testing.T) {
+		t.Parallel()
+		var tok string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/api/auth/token/":
+				writeResp(w, http.StatusOK, `{"access_token":"tok-revoke-Q1","expires_in":60}`)
+			case "/api/auth/revoke/":
+				tok = r.Header.Get("Authorization")
+				writeResp(w, http.StatusUnauthorized, `{"detail":"token invalid"}`)
+			default:
+				writeResp(w, http.StatusOK, `[]`)
+			}
+		}))
+		defer srv.Close()
+		c := newTestClient(t, srv.URL, nil)
+		ctx := testCtx(t)
+		if _, err := c.Get(ctx, "/x/", nil); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Close(ctx)
+		if err == nil || !strings.Contains(err.Error(), "401") {
+			t.Fatalf("Close error = %v, want one naming the 401", err)
+		}
+		if strings.Contains(err.Error(), "tok-revoke-Q1") || strings.Contains(err.Error(), testPassword) {
+			t.Errorf("Close error %q contains a secret", err)
+		}
+		if tok != "Bearer tok-revoke-Q1" {
+			t.Errorf("revoke Authorization = %q", tok)
+		}
+	})
+
+	t.Run("RetriesATooManyRequestsAfterItsRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		var mu sync.Mutex
+		var times []time.Time
+		obs := &recObserver{}
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			times = append(times, time.Now())
+			n := len(times)
+			mu.Unlock()
+			if n == 1 {
+				w.Header().Set("Retry-After", "1")
+				writeResp(w, http.StatusTooManyRequests, `{"detail":"rate limited"}`)
+				return
+			}
+			writeResp(w, http.StatusOK, `[{"id":1}]`)
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.Observer = obs })
+		body, err := c.Get(testCtx(t), "/accounts/api/currencies/", nil)
+		if f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if string(body) != `[{"id":1}]` {
+			t.Errorf("body = %q", body)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(times) != 2 {
+			t.Fatalf("%d requests, want 2", len(times))
+		}
+		if gap := times[1].Sub(times[0]); gap < time.Second {
+			t.Errorf("retry came %s after the 429, want >= 1s", gap)
+		}
+		_, retries, waits := obs.snapshot()
+		if len(waits) != 1 || waits[0] != time.Second || len(retries) != 1 || !strings.HasSuffix(retries[0], "rate_limited") {
+			t.Errorf("observer waits %v, retries %q", waits, retries)
+		}
+	})
+
+	t.Run("FailsAtOnceOnARetryAfterAboveMaxRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "3600")
+			writeResp(w, http.StatusTooManyRequests, `{}`)
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxRetryAfter = time.Minute })
+		start := time.Now()
+		_, err := c.Get(testCtx(t), "/x/", nil)
+		f.note(err)
+		if err == nil || !strings.Contains(err.Error(), "429") || !strings.Contains(err.Error(), "/x/") {
+			t.Fatalf("err = %v, want a rate-limit failure naming the route", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("took %s: a Retry-After above MaxRetryAfter must fail at once", d)
+		}
+	})
+
+	t.Run("GivesUpAfterMaxWaitsRateLimits", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "0")
+			writeResp(w, http.StatusTooManyRequests, `{}`)
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxWaits = 3 })
+		_, err := c.Get(testCtx(t), "/x/", nil)
+		f.note(err)
+		if err == nil || !strings.Contains(err.Error(), "rate limited") {
+			t.Fatalf("err = %v", err)
+		}
+		if _, gets, _ := f.counts(); gets != 4 {
+			t.Errorf("gets = %d, want 4 (3 waits honoured, the 4th 429 gives up)", gets)
+		}
+	})
+
+	t.Run("StopsWaitingOutARateLimitWhenItsContextEnds", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "30")
+			writeResp(w, http.StatusTooManyRequests, `{}`)
+		})
+		c := newTestClient(t, f.srv.URL, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := c.Get(ctx, "/x/", nil)
+		f.note(err)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v, want context.DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("cancellation took %s", d)
+		}
+	})
+
+	t.Run("FailsAtOnceOnAHugeRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "9300000000")
+			writeResp(w, http.StatusTooManyRequests, `{}`)
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxRetryAfter = time.Minute })
+		_, err := c.Get(testCtx(t), "/x/", nil)
+		f.note(err)
+		if err == nil {
+			t.Fatal("Get succeeded")
+		}
+		if _, gets, _ := f.counts(); gets != 1 {
+			t.Errorf("gets = %d, want 1: a Retry-After beyond MaxRetryAfter must fail at once", gets)
+		}
+	})
+
+	t.Run("RetriesServerErrors", func(t *testing.T) {
+		t.Parallel()
+		var n atomic.Int32
+		obs := &recObserver{}
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) <= 2 {
+				writeResp(w, http.StatusBadGateway, `bad gateway`)
+				return
+			}
+			writeResp(w, http.StatusOK, `[]`)
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.Observer = obs })
+		if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if n.Load() != 3 {
+			t.Errorf("%d requests, want 3", n.Load())
+		}
+		_, retries, _ := obs.snapshot()
+		if strings.Join(retries, "|") != "/x/ server_error|/x/ server_error" {
+			t.Errorf("observer retries = %q", retries)
+		}
+	})
+
+	t.Run("GivesUpOnServerErrorsAfterMaxAttempts", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			writeResp(w, http.StatusServiceUnavailable, "upstream   down\n\tplease retry later")
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxAttempts = 3 })
+		_, err := c.Get(testCtx(t), "/accounts/api/cashboxes/", nil)
+		f.note(err)
+		var he *HTTPError
+		if !errors.As(err, &he) {
+			t.Fatalf("err = %v, want *HTTPError", err)
+		}
+		if he.Status != http.StatusServiceUnavailable || he.Route != "/accounts/api/cashboxes/" || he.Excerpt != "upstream down please retry later" {
+			t.Errorf("HTTPError = %+v", he)
+		}
+		want := "GET /accounts/api/cashboxes/: 503 Service Unavailable: upstream down please retry later"
+		if err.Error() != want {
+			t.Errorf("error = %q, want %q", err, want)
+		}
+		if _, gets, _ := f.counts(); gets != 3 {
+			t.Errorf("gets = %d, want MaxAttempts = 3", gets)
+		}
+	})
+
+	t.Run("RetriesACutConnection", func(t *testing.T) {
+		t.Parallel()
+		var n atomic.Int32
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) == 1 {
+				// Cut the connection without an answer.
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = conn.Close()
+				return
+			}
+			writeResp(w, http.StatusOK, `[]`)
+		})
+		obs := &recObserver{}
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.Observer = obs })
+		if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if n.Load() < 2 {
+			t.Errorf("%d requests, want a retry", n.Load())
+		}
+	})
+
+	t.Run("GivesUpOnCutConnectionsWithoutQuotingTheURL", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxAttempts = 2 })
+		_, err := c.Get(testCtx(t), "/sales/api/invoices/list/", url.Values{"cursor": {"secret-looking-cursor"}})
+		f.note(err)
+		if err == nil || !strings.Contains(err.Error(), "giving up after 2 attempts") || !strings.Contains(err.Error(), "/sales/api/invoices/list/") {
+			t.Fatalf("err = %v", err)
+		}
+		if strings.Contains(err.Error(), "secret-looking-cursor") || strings.Contains(err.Error(), "127.0.0.1:") && strings.Contains(err.Error(), "http://") {
+			t.Errorf("error %q carries the request URL", err)
+		}
+	})
+
+	t.Run("RetriesATimedOutRequest", func(t *testing.T) {
+		t.Parallel()
+		var n atomic.Int32
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) == 1 {
+				select {
+				case <-r.Context().Done():
+				case <-time.After(2 * time.Second):
+				}
+				return
+			}
+			writeResp(w, http.StatusOK, `[]`)
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.Timeout = 150 * time.Millisecond })
+		if _, err := c.Get(testCtx(t), "/x/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if n.Load() < 2 {
+			t.Errorf("%d requests, want the timed-out one retried", n.Load())
+		}
+	})
+
+	t.Run("DoesNotRetryA4xx", func(t *testing.T) {
+		t.Parallel()
+		for _, status := range []int{http.StatusNotFound, http.StatusBadRequest, http.StatusForbidden, http.StatusMethodNotAllowed} {
+			f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+				writeResp(w, status, `{"detail": "Not found."}`)
+			})
+			c := newTestClient(t, f.srv.URL, nil)
+			_, err := c.Get(testCtx(t), "/accounts/api/cashboxes/17/access/", nil)
+			f.note(err)
+			var he *HTTPError
+			if !errors.As(err, &he) || he.Status != status {
+				t.Fatalf("%d: err = %v, want *HTTPError", status, err)
+			}
+			for _, s := range []string{"/accounts/api/cashboxes/{pk}/access/", strconv.Itoa(status), `{"detail": "Not found."}`} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("%d: error %q does not contain %q", status, err, s)
+				}
+			}
+			if _, gets, _ := f.counts(); gets != 1 {
+				t.Errorf("%d: gets = %d, want 1 (not retried)", status, gets)
+			}
+		}
+	})
+
+	t.Run("DoesNotFollowARedirect", func(t *testing.T) {
+		t.Parallel()
+		var elsewhere atomic.Int32
+		var leaked atomic.Value
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			elsewhere.Add(1)
+			leaked.Store(r.Header.Get("Authorization"))
+			writeResp(w, http.StatusOK, `[]`)
+		}))
+		defer other.Close()
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/steal/", http.StatusFound)
+		})
+		c := newTestClient(t, f.srv.URL, nil)
+		_, err := c.Get(testCtx(t), "/accounts/api/currencies/", nil)
+		f.note(err)
+		var he *HTTPError
+		if !errors.As(err, &he) || he.Status != http.StatusFound {
+			t.Errorf("err = %v, want *HTTPError 302", err)
+		}
+		if n := elsewhere.Load(); n != 0 {
+			t.Errorf("the redirect was followed %d times (Authorization %q)", n, leaked.Load())
+		}
+		if _, gets, _ := f.counts(); gets != 1 {
+			t.Errorf("gets = %d, want 1", gets)
+		}
+	})
+
+	t.Run("BacksOffBetweenHalfAndAllOfItsCeiling", func(t *testing.T) {
+		t.Parallel()
+		c, err := New(Options{BaseURL: "https://erp.example.com", BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for attempt := 1; attempt <= 70; attempt++ {
+			ceil := min(100*time.Millisecond<<min(attempt-1, 20), time.Second)
+			for range 20 {
+				d := c.backoff.Delay(attempt)
+				if d < ceil/2 || d > ceil {
+					t.Fatalf("backoff(%d) = %s, want in [%s, %s]", attempt, d, ceil/2, ceil)
+				}
+			}
+		}
+	})
+
+	t.Run("SignsEveryRequestWithPluginAuth", func(t *testing.T) {
+		t.Parallel()
+		const secret = "plugin-S3cret.x"
+		var paths []string
+		var mu sync.Mutex
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths = append(paths, r.Method+" "+r.URL.Path)
+			mu.Unlock()
+			if r.Method != http.MethodGet {
+				t.Errorf("plugin auth sent %s %s", r.Method, r.URL.Path)
+			}
+			if got, want := r.Header.Get("Authorization"), "ERPPlugin client-7."+secret; got != want {
+				t.Errorf("Authorization = %q, want %q", got, want)
+			}
+			switch r.URL.Path {
+			case "/api/auth/me/":
+				writeResp(w, http.StatusOK, `{"ok":true,"data":{"id":7,"company_id":3,"branch_id":"4"}}`)
+			case "/denied/":
+				writeResp(w, http.StatusUnauthorized, `{"detail":"bad credentials"}`)
+			default:
+				writeResp(w, http.StatusOK, `[]`)
+			}
+		}))
+		defer srv.Close()
+		c := newTestClient(t, srv.URL, func(o *Options) {
+			o.Auth = "plugin"
+			o.Username, o.Password = "", ""
+			o.PluginScheme = "ERPPlugin"
+			o.ClientID = "client-7"
+			o.ClientSecret = secret
+		})
+		ctx := testCtx(t)
+		id, err := c.Identity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id != (Identity{CompanyID: "3", BranchID: "4"}) {
+			t.Errorf("Identity = %+v", id)
+		}
+		if id2, err := c.Identity(ctx); err != nil || id2 != id {
+			t.Errorf("second Identity = %+v, %v", id2, err)
+		}
+		if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Get(ctx, "/denied/", nil)
+		var he *HTTPError
+		if !errors.As(err, &he) || he.Status != http.StatusUnauthorized {
+			t.Errorf("err = %v, want *HTTPError 401 without re-login", err)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q contains the client secret", err)
+		}
+		if err := c.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{"GET /api/auth/me/", "GET /accounts/api/currencies/", "GET /denied/"}
+		if strings.Join(paths, "|") != strings.Join(want, "|") {
+			t.Errorf("requests = %q, want %q (no token request, no revoke)", paths, want)
+		}
+	})
+
+	t.Run("ReadsEveryInvoiceThroughTheSimulatorsFaults", func(t *testing.T) {
+		t.Parallel()
+		sim, c := newSimClient(t, erpsim.Options{Invoices: 120, PageSizeCap: 10}, func(o *Options) { o.MaxAttempts = 6 })
+		sim.SetFaults(erpsim.Faults{ServerErrorEvery: 3, DropEvery: 4})
+		recs, _ := walkInvoices(t, testCtx(t), c, 10)
+		if len(recs) != 120 {
+			t.Fatalf("%d invoices, want 120", len(recs))
 		}
 		if got, want := sumMoney(t, recs, "total_bc"), sim.InvoiceTotal(); !got.Equal(want) {
-			t.Errorf("money as string %v: sum %s, want %s", asString, got, want)
+			t.Errorf("sum %s, want %s", got, want)
 		}
-	}
-	id, err := c.Identity(ctx)
-	if err != nil || id != (Identity{CompanyID: "1", BranchID: "1"}) {
-		t.Errorf("Identity = %+v, %v", id, err)
-	}
-	me, err := c.Me(ctx)
-	if err != nil || me != id {
-		t.Errorf("Me = %+v, %v", me, err)
-	}
-
-	// An early-expired token costs one re-login.
-	sim.ExpireTokens()
-	if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); err != nil {
-		t.Fatalf("after ExpireTokens: %v", err)
-	}
-	if err := c.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if sim.Revocations() != 1 || sim.ActiveTokens() != 0 {
-		t.Errorf("revocations %d, active tokens %d; want 1, 0", sim.Revocations(), sim.ActiveTokens())
-	}
-	logins := 0
-	for _, r := range sim.Requests() {
-		switch {
-		case r.Method == http.MethodPost && r.Path == "/api/auth/token/":
-			logins++
-		case r.Method == http.MethodPost && r.Path == "/api/auth/revoke/":
-		case r.Method != http.MethodGet:
-			t.Errorf("the client wrote to the ERP: %s %s", r.Method, r.Path)
-		}
-	}
-	if logins != 2 {
-		t.Errorf("logins = %d, want 2", logins)
-	}
-}
-
-func TestClientSimulatorFaults(t *testing.T) {
-	t.Parallel()
-	sim, c := newSimClient(t, erpsim.Options{Invoices: 120, PageSizeCap: 10}, func(o *Options) { o.MaxAttempts = 6 })
-	sim.SetFaults(erpsim.Faults{ServerErrorEvery: 3, DropEvery: 4})
-	recs, _ := walkInvoices(t, testCtx(t), c, 10)
-	if len(recs) != 120 {
-		t.Fatalf("%d invoices, want 120", len(recs))
-	}
-	if got, want := sumMoney(t, recs, "total_bc"), sim.InvoiceTotal(); !got.Equal(want) {
-		t.Errorf("sum %s, want %s", got, want)
-	}
-}
-
-func TestClientSimulatorRetryAfterHTTPDate(t *testing.T) {
-	t.Parallel()
-	sim, c := newSimClient(t, erpsim.Options{Invoices: 20, PageSizeCap: 10}, nil)
-	sim.SetFaults(erpsim.Faults{RateLimitEvery: 2, RetryAfter: time.Second, RetryAfterHTTPDate: true})
-	recs, _ := walkInvoices(t, testCtx(t), c, 10)
-	if len(recs) != 20 {
-		t.Fatalf("%d invoices, want 20", len(recs))
-	}
-	reqs := sim.Requests()
-	limited := 0
-	for i, r := range reqs {
-		if r.Status != http.StatusTooManyRequests {
-			continue
-		}
-		limited++
-		if i+1 >= len(reqs) {
-			t.Fatal("no retry after the 429")
-		}
-		// The simulator's date is now+1s rounded up to a whole second.
-		notBefore := r.At.Add(time.Second)
-		if next := reqs[i+1].At; next.Before(notBefore) {
-			t.Errorf("retry at %s, before the Retry-After date (>= %s)", next.Format(time.StampMilli), notBefore.Format(time.StampMilli))
-		}
-	}
-	if limited == 0 {
-		t.Error("the simulator answered no 429")
-	}
-}
-
-func TestClientSimulatorPluginAndListAll(t *testing.T) {
-	t.Parallel()
-	sim, c := newSimClient(t, erpsim.Options{ClientID: "c-9", ClientSecret: "plug-Secret", PageSizeCap: 5}, func(o *Options) {
-		o.Auth, o.PluginScheme, o.ClientID, o.ClientSecret = "plugin", "ERPPlugin", "c-9", "plug-Secret"
 	})
-	ctx := testCtx(t)
-	if id, err := c.Identity(ctx); err != nil || id.CompanyID != "1" {
-		t.Fatalf("Identity = %+v, %v", id, err)
-	}
-	const path = "/accounts/api/payment-vouchers/"
-	sim.SetListEnvelope(erpsim.EnvelopeData)
-	want, err := listAll(ctx, c, ListRequest{Path: path})
-	if err != nil || len(want) != 12 {
-		t.Fatalf("data envelope: %d records, %v", len(want), err)
-	}
-	for _, env := range []erpsim.Envelope{erpsim.EnvelopeArray, erpsim.EnvelopeResults, erpsim.EnvelopeDataTables} {
-		sim.SetListEnvelope(env)
-		paging := Unpaged
-		if env == erpsim.EnvelopeDataTables {
-			paging = OffsetPaged
+
+	t.Run("WaitsUntilARetryAfterDate", func(t *testing.T) {
+		t.Parallel()
+		sim, c := newSimClient(t, erpsim.Options{Invoices: 20, PageSizeCap: 10}, nil)
+		sim.SetFaults(erpsim.Faults{RateLimitEvery: 2, RetryAfter: time.Second, RetryAfterHTTPDate: true})
+		recs, _ := walkInvoices(t, testCtx(t), c, 10)
+		if len(recs) != 20 {
+			t.Fatalf("%d invoices, want 20", len(recs))
 		}
-		got, err := listAll(ctx, c, ListRequest{Path: path, Paging: paging, PageSize: 5})
-		if err != nil {
-			t.Fatalf("%s: %v", env, err)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d records, want %d", env, len(got), len(want))
-		}
-		for i := range got {
-			if string(got[i]) != string(want[i]) {
-				t.Errorf("%s: record %d = %s, want %s", env, i, got[i], want[i])
+		reqs := sim.Requests()
+		limited := 0
+		for i, r := range reqs {
+			if r.Status != http.StatusTooManyRequests {
+				continue
+			}
+			limited++
+			if i+1 >= len(reqs) {
+				t.Fatal("no retry after the 429")
+			}
+			// The simulator's date is now+1s rounded up to a whole second.
+			notBefore := r.At.Add(time.Second)
+			if next := reqs[i+1].At; next.Before(notBefore) {
+				t.Errorf("retry at %s, before the Retry-After date (>= %s)", next.Format(time.StampMilli), notBefore.Format(time.StampMilli))
 			}
 		}
-	}
-	// The journal list always pages DataTables-style.
-	js, err := listAll(ctx, c, ListRequest{Path: "/accounts/api/journal-entries/", Paging: OffsetPaged, PageSize: 4})
-	if err != nil || len(js) != 30 {
-		t.Errorf("journal entries: %d, %v; want 30", len(js), err)
-	}
-	for _, r := range sim.Requests() {
-		if strings.HasPrefix(r.Path, "/api/auth/token") || r.Method != http.MethodGet {
-			t.Errorf("plugin client sent %s %s", r.Method, r.Path)
+		if limited == 0 {
+			t.Error("the simulator answered no 429")
 		}
-	}
+	})
+
+	t.Run("NamesTheRequestAndWhatWentWrongInItsErrors", func(t *testing.T) {
+		t.Parallel()
+		ae := &AuthError{Status: 401, Reason: "credentials were refused"}
+		if ae.Error() != "ERP login refused (401): credentials were refused" {
+			t.Errorf("AuthError = %q", ae)
+		}
+		he := &HTTPError{Route: "/r/", Status: 404, Excerpt: "nope"}
+		if he.Error() != "GET /r/: 404 Not Found: nope" {
+			t.Errorf("HTTPError = %q", he)
+		}
+		ee := &EnvelopeError{Route: "/r/", Why: "empty body"}
+		if ee.Error() != "GET /r/: empty body" {
+			t.Errorf("EnvelopeError = %q", ee)
+		}
+	})
 }
 
-// ---- helpers --------------------------------------------------------------------
-
+// TestRetryAfter documents retryAfter: how long a Retry-After header says to
+// wait.
 func TestRetryAfter(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 3, 4, 10, 20, 30, 0, time.UTC)
-	h := func(v string) http.Header { return http.Header{"Retry-After": {v}} }
-	tests := []struct {
-		v    string
-		want time.Duration
-		ok   bool
-	}{
-		{"1", time.Second, true},
-		{"120", 2 * time.Minute, true},
-		{" 7 ", 7 * time.Second, true},
-		{"0", 0, true},
-		{"", 0, false},
-		{"   ", 0, false},
-		{"-1", 0, false},
-		{"1.5", 0, false},
-		{"soon", 0, false},
-		{"Wed, 32 Foo 2026 99:99:99 GMT", 0, false},
-		{now.Add(-time.Minute).Format(http.TimeFormat), 0, true}, // in the past: go now
-	}
-	for _, tt := range tests {
-		got, ok := retryAfter(h(tt.v), now)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("retryAfter(%q) = %s, %v; want %s, %v", tt.v, got, ok, tt.want, tt.ok)
+	t.Run("ReadsSecondsOrAnHTTPDate", func(t *testing.T) {
+		t.Parallel()
+		now := time.Date(2026, 3, 4, 10, 20, 30, 0, time.UTC)
+		h := func(v string) http.Header { return http.Header{"Retry-After": {v}} }
+		tests := []struct {
+			v    string
+			want time.Duration
+			ok   bool
+		}{
+			{"1", time.Second, true},
+			{"120", 2 * time.Minute, true},
+			{" 7 ", 7 * time.Second, true},
+			{"0", 0, true},
+			{"", 0, false},
+			{"   ", 0, false},
+			{"-1", 0, false},
+			{"1.5", 0, false},
+			{"soon", 0, false},
+			{"Wed, 32 Foo 2026 99:99:99 GMT", 0, false},
+			{now.Add(-time.Minute).Format(http.TimeFormat), 0, true}, // in the past: go now
 		}
-	}
-	if _, ok := retryAfter(http.Header{}, now); ok {
-		t.Error("retryAfter without the header reported ok")
-	}
+		for _, tt := range tests {
+			got, ok := retryAfter(h(tt.v), now)
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("retryAfter(%q) = %s, %v; want %s, %v", tt.v, got, ok, tt.want, tt.ok)
+			}
+		}
+		if _, ok := retryAfter(http.Header{}, now); ok {
+			t.Error("retryAfter without the header reported ok")
+		}
 
-	// HTTP dates: never earlier than the date, at most a second later.
-	for _, frac := range []time.Duration{0, time.Millisecond, 500 * time.Millisecond, 999 * time.Millisecond} {
-		n := now.Add(frac)
-		for _, ahead := range []time.Duration{0, time.Second, 3 * time.Second, 90 * time.Second} {
-			date := n.Add(ahead).UTC()
-			for _, layout := range []string{http.TimeFormat, time.RFC850, time.ANSIC} {
-				v := date.Format(layout)
-				at, err := http.ParseTime(v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, ok := retryAfter(h(v), n)
-				if !ok {
-					t.Errorf("retryAfter(%q) not ok", v)
-					continue
-				}
-				if n.Add(got).Before(at) {
-					t.Errorf("now %s, Retry-After %q: wait %s ends before the date", n.Format(time.StampMilli), v, got)
-				}
-				if at.After(n) && got > at.Sub(n)+time.Second {
-					t.Errorf("now %s, Retry-After %q: wait %s is more than a second past the date", n.Format(time.StampMilli), v, got)
+		// HTTP dates: never earlier than the date, at most a second later.
+		for _, frac := range []time.Duration{0, time.Millisecond, 500 * time.Millisecond, 999 * time.Millisecond} {
+			n := now.Add(frac)
+			for _, ahead := range []time.Duration{0, time.Second, 3 * time.Second, 90 * time.Second} {
+				date := n.Add(ahead).UTC()
+				for _, layout := range []string{http.TimeFormat, time.RFC850, time.ANSIC} {
+					v := date.Format(layout)
+					at, err := http.ParseTime(v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, ok := retryAfter(h(v), n)
+					if !ok {
+						t.Errorf("retryAfter(%q) not ok", v)
+						continue
+					}
+					if n.Add(got).Before(at) {
+						t.Errorf("now %s, Retry-After %q: wait %s ends before the date", n.Format(time.StampMilli), v, got)
+					}
+					if at.After(n) && got > at.Sub(n)+time.Second {
+						t.Errorf("now %s, Retry-After %q: wait %s is more than a second past the date", n.Format(time.StampMilli), v, got)
+					}
 				}
 			}
 		}
-	}
-	if got, _ := retryAfter(h(now.Add(3*time.Second).Format(http.TimeFormat)), now); got < 3*time.Second {
-		t.Errorf("HTTP date 3s ahead: wait %s, want >= 3s", got)
-	}
-}
-
-func TestRetryAfterHugeValues(t *testing.T) {
-	now := time.Date(2026, 3, 4, 10, 20, 30, 0, time.UTC)
-	for _, v := range []string{"9300000000", "99999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT"} {
-		got, ok := retryAfter(http.Header{"Retry-After": {v}}, now)
-		if ok && got < time.Hour {
-			t.Errorf("retryAfter(%q) = %s: a huge Retry-After must not turn into a short wait", v, got)
+		if got, _ := retryAfter(h(now.Add(3*time.Second).Format(http.TimeFormat)), now); got < 3*time.Second {
+			t.Errorf("HTTP date 3s ahead: wait %s, want >= 3s", got)
 		}
-	}
-}
-
-func TestClientHugeRetryAfterGivesUp(t *testing.T) {
-	t.Parallel()
-	f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "9300000000")
-		writeResp(w, http.StatusTooManyRequests, `{}`)
 	})
-	c := newTestClient(t, f.srv.URL, func(o *Options) { o.MaxRetryAfter = time.Minute })
-	_, err := c.Get(testCtx(t), "/x/", nil)
-	f.note(err)
-	if err == nil {
-		t.Fatal("Get succeeded")
-	}
-	if _, gets, _ := f.counts(); gets != 1 {
-		t.Errorf("gets = %d, want 1: a Retry-After beyond MaxRetryAfter must fail at once", gets)
-	}
-}
 
-func TestBackoff(t *testing.T) {
-	t.Parallel()
-	c, err := New(Options{BaseURL: "https://erp.example.com", BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for attempt := 1; attempt <= 70; attempt++ {
-		ceil := min(100*time.Millisecond<<min(attempt-1, 20), time.Second)
-		for range 20 {
-			d := c.backoff.Delay(attempt)
-			if d < ceil/2 || d > ceil {
-				t.Fatalf("backoff(%d) = %s, want in [%s, %s]", attempt, d, ceil/2, ceil)
+	t.Run("NeverTurnsAHugeValueIntoAShortWait", func(t *testing.T) {
+		now := time.Date(2026, 3, 4, 10, 20, 30, 0, time.UTC)
+		for _, v := range []string{"9300000000", "99999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT"} {
+			got, ok := retryAfter(http.Header{"Retry-After": {v}}, now)
+			if ok && got < time.Hour {
+				t.Errorf("retryAfter(%q) = %s: a huge Retry-After must not turn into a short wait", v, got)
 			}
 		}
-	}
+	})
 }
 
+// TestExcerpt documents excerpt: the part of an answer an error quotes.
 func TestExcerpt(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"", "(empty body)"},
-		{" \n\t ", "(empty body)"},
-		{"  not\n\tfound  ", "not found"},
-		{`{"detail": "x"}`, `{"detail": "x"}`},
-		{strings.Repeat("a", 200), strings.Repeat("a", 200)},
-		{strings.Repeat("a", 201), strings.Repeat("a", 200) + "..."},
-	}
-	for _, tt := range tests {
-		if got := excerpt([]byte(tt.in)); got != tt.want {
-			t.Errorf("excerpt(%q) = %q, want %q", tt.in, got, tt.want)
+	t.Run("CollapsesWhitespaceAndCutsAt200Bytes", func(t *testing.T) {
+		t.Parallel()
+		tests := []struct{ in, want string }{
+			{"", "(empty body)"},
+			{" \n\t ", "(empty body)"},
+			{"  not\n\tfound  ", "not found"},
+			{`{"detail": "x"}`, `{"detail": "x"}`},
+			{strings.Repeat("a", 200), strings.Repeat("a", 200)},
+			{strings.Repeat("a", 201), strings.Repeat("a", 200) + "..."},
 		}
-	}
-	if got := excerpt([]byte(strings.Repeat("line\n", 1000))); strings.Contains(got, "\n") || len(got) > 203 {
-		t.Errorf("excerpt of a long multi-line body = %q", got)
-	}
+		for _, tt := range tests {
+			if got := excerpt([]byte(tt.in)); got != tt.want {
+				t.Errorf("excerpt(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		}
+		if got := excerpt([]byte(strings.Repeat("line\n", 1000))); strings.Contains(got, "\n") || len(got) > 203 {
+			t.Errorf("excerpt of a long multi-line body = %q", got)
+		}
+	})
+
+	t.Run("StaysValidUTF8WhereItCuts", func(t *testing.T) {
+		for pad := range 4 {
+			in := strings.Repeat("a", 199-pad) + strings.Repeat("é", 10)
+			if got := excerpt([]byte(in)); !utf8.ValidString(got) {
+				t.Errorf("excerpt(%q) = %q: invalid UTF-8", in, got)
+			}
+		}
+	})
 }
 
-func TestExcerptValidUTF8(t *testing.T) {
-	for pad := range 4 {
-		in := strings.Repeat("a", 199-pad) + strings.Repeat("é", 10)
-		if got := excerpt([]byte(in)); !utf8.ValidString(got) {
-			t.Errorf("excerpt(%q) = %q: invalid UTF-8", in, got)
-		}
-	}
-}
-
+// TestRouteLabel documents RouteLabel: the route a request is counted and
+// named under.
 func TestRouteLabel(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{
-		"/sales/api/invoices/list/":                                 "/sales/api/invoices/list/",
-		"/accounts/api/cashboxes/17/access/":                        "/accounts/api/cashboxes/{pk}/access/",
-		"/accounts/api/journal-entries/JE-000001/journal-preview/":  "/accounts/api/journal-entries/{pk}/journal-preview/",
-		"/accounts/api/payment-vouchers/PV-000012/journal-preview/": "/accounts/api/payment-vouchers/{pk}/journal-preview/",
-		"/api/auth/token/":                                          "/api/auth/token/",
-		"/accounts/api/cashbox-reconciliations/":                    "/accounts/api/cashbox-reconciliations/",
-		"":                                                          "",
-	} {
-		if got := RouteLabel(in); got != want {
-			t.Errorf("RouteLabel(%q) = %q, want %q", in, got, want)
+	t.Run("ReplacesAnIDSegmentWithPk", func(t *testing.T) {
+		for in, want := range map[string]string{
+			"/sales/api/invoices/list/":                                 "/sales/api/invoices/list/",
+			"/accounts/api/cashboxes/17/access/":                        "/accounts/api/cashboxes/{pk}/access/",
+			"/accounts/api/journal-entries/JE-000001/journal-preview/":  "/accounts/api/journal-entries/{pk}/journal-preview/",
+			"/accounts/api/payment-vouchers/PV-000012/journal-preview/": "/accounts/api/payment-vouchers/{pk}/journal-preview/",
+			"/api/auth/token/":                                          "/api/auth/token/",
+			"/accounts/api/cashbox-reconciliations/":                    "/accounts/api/cashbox-reconciliations/",
+			"":                                                          "",
+		} {
+			if got := RouteLabel(in); got != want {
+				t.Errorf("RouteLabel(%q) = %q, want %q", in, got, want)
+			}
 		}
-	}
-}
-
-func TestErrorTypes(t *testing.T) {
-	t.Parallel()
-	ae := &AuthError{Status: 401, Reason: "credentials were refused"}
-	if ae.Error() != "ERP login refused (401): credentials were refused" {
-		t.Errorf("AuthError = %q", ae)
-	}
-	he := &HTTPError{Route: "/r/", Status: 404, Excerpt: "nope"}
-	if he.Error() != "GET /r/: 404 Not Found: nope" {
-		t.Errorf("HTTPError = %q", he)
-	}
-	ee := &EnvelopeError{Route: "/r/", Why: "empty body"}
-	if ee.Error() != "GET /r/: empty body" {
-		t.Errorf("EnvelopeError = %q", ee)
-	}
+	})
 }
