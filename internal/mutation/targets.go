@@ -5,8 +5,9 @@ package mutation
 type Target struct {
 	File string // its path from the module root
 	// Tests is the -run expression selecting the tests that protect the
-	// file (top-level names: GOFLAGS cannot carry a space). Only these run
-	// for each mutant, so that one file takes minutes.
+	// file: ^(TestA|TestB)$, or ^(TestA|TestB)$/^(SubA|SubB)$ to run only
+	// those subtests of them (names without spaces: GOFLAGS carries it).
+	// Only these run for each mutant, so that one file takes minutes.
 	Tests string
 	Goal  float64 // the least efficacy, in percent
 	What  string  // what the file decides, for --list
