@@ -5,8 +5,9 @@ package mutation
 type Target struct {
 	File string // its path from the module root
 	// Tests is the -run expression selecting the tests that protect the
-	// file (top-level names: GOFLAGS cannot carry a space). Only these run
-	// for each mutant, so that one file takes minutes.
+	// file: ^(TestA|TestB)$, or ^(TestA|TestB)$/^(SubA|SubB)$ to run only
+	// those subtests of them (names without spaces: GOFLAGS carries it).
+	// Only these run for each mutant, so that one file takes minutes.
 	Tests string
 	Goal  float64 // the least efficacy, in percent
 	What  string  // what the file decides, for --list
@@ -15,36 +16,36 @@ type Target struct {
 // Targets are the files make mutate covers. The history and tamper rules
 // are not among them: they live in SQL (migration 16's triggers and
 // policies), which gremlins does not mutate; the access tests weaken
-// each of those rules in turn instead (internal/sync/rewrite_test.go,
-// pgtemp_test.go, catalog_test.go).
+// each of those rules in turn instead (internal/sync's TestHistory,
+// TestSchema and TestCompleteSweep/SetsRightWhatWasRewrittenInTheWarehouse).
 var Targets = []Target{
 	{
 		File:  "internal/sync/guard.go",
-		Tests: "^(TestDeletionGuard|TestDeletionGuardConfirmed|TestEmptyAnswerOnSmallListIsHeld|TestTheDeletionGuardRule|TestTheDeletionGuardOnACompleteSweep|TestAHeldDeletionIsMarkedOnlyByThreeAgreeingSweeps)$",
+		Tests: "^(TestDeletionGuard|TestGuardHolds)$/^(HoldsAnEmptyAnswerUntilItPassesOrThreeSweepsAgree|MarksAtOnceWhatAnOperatorConfirms|HoldsAnEmptyAnswerOnASmallList|HoldsAllLiveRowsGoneOrMoreThanHalfAndMoreThanTen|HoldsSixteenOfThirtyGoneAndMarksFifteenExactlyHalf|MarksTenOfNineteenGoneMoreThanHalfButNotMoreThanTen|HoldsElevenOfTwentyGoneMoreThanHalfAndMoreThanTen|HoldsNothingOfAnEmptyStream|MarksAHeldDeletionOnlyWhenThreeSweepsAgree)$",
 		Goal:  95,
 		What:  "the deletion decision: which gone rows are marked deleted now, and which are held",
 	},
 	{
 		File:  "internal/sync/sweep.go",
-		Tests: "^(TestChangesAndDeletions|TestSweepDoesNotDeleteAMovedRecord|TestLostSeenListMarksNothingDeleted|TestListCutAtDefaultPageSizeMarksNothing|TestRefusedCursorStartsNewSweep|TestResumeFromCheckpointAfterFailure|TestKnownPagesAreNotCompared|TestKnownPageWithARowWrittenEarlier|TestBulkLoadFallsBackWhenARowMovesPages|TestFollowMissedRecordsAreCounted|TestOneLoginDecidesWhatItLists|TestDeletionGuard|TestBulkLoadRefreshesStatistics|TestOneListRoutesFollowEveryPagingSignal|TestFollowSweepsAnUnorderedList|TestASweepThatCannotResumeStartsOver|TestAFailedGroupedCopyFailsTheRun|TestABulkLoadCommitsAtMostTenThousandRowsAtOnce|TestUpgradeOfAnInterruptedSweep|TestEveryBranchOnce|TestTheDeletionGuardOnACompleteSweep|TestAStatedTotalGuardsDeletions|TestASweepOfOnePageMarksWhatIsGone|TestADescendingSweepDoesNotDeleteAMovedRecord)$",
+		Tests: "^(TestCompleteSweep|TestBulkLoad|TestFollowRun|TestLogins|TestDeletionGuard|TestList|TestUpgrade)$/^(MarksWhatIsGoneOnlyOnceCompleteAndClearsWhatComesBack|DoesNotDeleteARecordThatMovedPages|MarksNothingWhenItsSeenListIsLost|MarksNothingOfAListCutAtADefaultPageSize|StartsOverWhenTheERPRefusesItsCursor|ResumesFromItsCheckpointAfterAFailure|ComparesNoRowOfAKnownPage|WritesAKnownPageHoldingARowItWroteEarlier|FallsBackWhenARowMovesPages|MissesRecordsAddedBelowItWhichTheNextSweepCounts|DecideTheDeletionsOfWhatTheyList|HoldsAnEmptyAnswerUntilItPassesOrThreeSweepsAgree|RefreshesThePlannerStatistics|FollowsEveryPagingSignalOfAOneListRoute|SweepsAListInNoStrictOrder|StartsOverWhenItCannotResume|FailsTheRunWhenAGroupedCOPYIsRefused|CommitsAtMostTenThousandRowsAtOnce|ResumesAnInterruptedSweep|LandEveryInvoiceOnceLabelledByItsBranch|HoldsSixteenOfThirtyGoneAndMarksFifteenExactlyHalf|MarksTenOfNineteenGoneMoreThanHalfButNotMoreThanTen|HoldsElevenOfTwentyGoneMoreThanHalfAndMoreThanTen|HoldsNothingOfAnEmptyStream|MarksNothingWhenItSawFewerRecordsThanStated|MarksWhatIsGoneFromASinglePageAtOnce|DoesNotDeleteARecordThatMovedPagesOfADescendingList)$",
 		Goal:  90,
 		What:  "the complete sweep: where it starts or resumes, its checkpoints, which rows it finds gone",
 	},
 	{
 		File:  "internal/sync/follow.go",
-		Tests: "^(TestAFollowOfANewestFirstList|TestAFollowOfAnOldestFirstList|TestAFollowRunBesideASweepUnderWay|TestAFollowRunThatSweepsRecordsWhy|TestAFollowProvesWhatItRead|TestFollowRuns|TestAFollowGivesUpOnAListThatChangesUnderEverySecondLook)$",
+		Tests: "^(TestFollowRun)$/^(OfANewestFirstList|OfAnOldestFirstList|LeavesTheListToASweepUnderWay|SweepsWhenItCannotProveContinuityAndRecordsWhy|ProvesWhatItRead|MissesNothingWhateverTheListsShape|GivesUpOnAListThatChangesUnderEverySecondLook)$",
 		Goal:  90,
 		What:  "the follow run: what is new since the last read, and when a follow is not proved",
 	},
 	{
 		File:  "internal/sync/walk.go",
-		Tests: "^(TestKnownPagesAreNotCompared|TestKnownPageWithARowWrittenEarlier|TestBulkLoadRefreshesStatistics|TestResumeFromCheckpointAfterFailure|TestChaos|TestBulkLoadFallsBackWhenARowMovesPages|TestChangesAndDeletions|TestDatabaseConnectionLostMidSweep|TestTheCommitterOfABulkLoad|TestAfterWriteRunsWithTheWritesOfAPage|TestAGroupIsBoundedInRows|TestTheRowsOfAGroup|TestTheIDsAWalkWrote|TestAFollowOfANewestFirstList|TestEveryBranchOnce|TestAFailedGroupedCopyFailsTheRun)$",
+		Tests: "^(TestCompleteSweep|TestBulkLoad|TestRunner|TestList|TestCommitter|TestFollowRun|TestLogins)$/^(ComparesNoRowOfAKnownPage|WritesAKnownPageHoldingARowItWroteEarlier|RefreshesThePlannerStatistics|ResumesFromItsCheckpointAfterAFailure|SyncsExactlyThroughRateLimitsServerErrorsAndExpiredTokens|FallsBackWhenARowMovesPages|MarksWhatIsGoneOnlyOnceCompleteAndClearsWhatComesBack|ResumesAfterLosingItsDatabaseConnection|GroupsMoreThanOnePageAndAtMostTenThousandRows|NamesThePagesOfAFailedCOPYAndWritesNoneOfThem|RunsAfterWriteWithTheWritesOfAPage|BoundsAGroupInRows|StreamsTheRowsOfAGroupPageAfterPage|RemembersTheIDsItWroteUpToMaxWritten|OfANewestFirstList|LandEveryInvoiceOnceLabelledByItsBranch|FailsTheRunWhenAGroupedCOPYIsRefused)$",
 		Goal:  90,
 		What:  "the walk over a list's pages and the committer: each page committed with its checkpoint, grouped COPY",
 	},
 	{
 		File:  "internal/sync/order.go",
-		Tests: "^(TestTheOrderOfIDs|TestTheOrderTrail|TestTheOrderOfAList|TestOnlyAStrictOrderIsFollowable)$",
+		Tests: "^(TestOrder)$",
 		Goal:  90,
 		What:  "the order of ids: which order a list keeps, and whether it can be followed",
 	},

@@ -23,6 +23,8 @@ func (o *driftObserver) DriftCounted(_, _, field, change string, n int64) {
 	o.counted[field+"/"+change] += n
 }
 
+// TestDriftPolicy documents a stream's drift policy: what a run does with a
+// field it cannot read as expected.
 func TestDriftPolicy(t *testing.T) {
 	t.Parallel()
 	// An installation that renamed the invoice date: every invoice's
@@ -31,7 +33,7 @@ func TestDriftPolicy(t *testing.T) {
 		h.sim.SetFieldDrift("/sales/api/invoices/list/", map[string]json.RawMessage{"issued_on": json.RawMessage(`"2026-11-01"`)}, []string{"date"})
 	}
 
-	t.Run("record writes NULL, records the drift and counts it", func(t *testing.T) {
+	t.Run("RecordWritesNULLRecordsTheDriftAndCountsIt", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{Invoices: 60})
 		obs := &driftObserver{counted: map[string]int64{}}
@@ -46,7 +48,7 @@ func TestDriftPolicy(t *testing.T) {
 		}
 	})
 
-	t.Run("stop fails the run before it writes, naming the field and the shape", func(t *testing.T) {
+	t.Run("StopFailsTheRunBeforeItWritesNamingTheFieldAndTheShape", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{Invoices: 60})
 		h.mustRun("invoices")

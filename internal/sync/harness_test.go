@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
@@ -190,4 +191,14 @@ func (h *harness) writeStats(minInvoiceInserts int64) string {
 		return others == 0 && inserts >= minInvoiceInserts, err
 	})
 	return stats
+}
+
+const big = "123456789012345678.123456" // float64 keeps ~16 significant digits
+
+func setBig(sim *erpsim.Sim) {
+	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+		inv[3].TotalBC = decimal.RequireFromString(big)
+		inv[4].TotalBC = decimal.RequireFromString("-0.000001")
+		return inv
+	})
 }

@@ -21,10 +21,12 @@ func (h *harness) reset(stream string) sync.Result {
 	return h.runner.Reset(ctx, h.target(), s)[0]
 }
 
+// TestReset documents Runner.Reset: a stream started over for a login, its
+// rows and versions kept, its next run a complete sweep.
 func TestReset(t *testing.T) {
 	t.Parallel()
 
-	t.Run("a list keeps every row and version and its next run is a complete sweep", func(t *testing.T) {
+	t.Run("KeepsEveryRowAndVersionOfAListWhoseNextRunIsACompleteSweep", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{Invoices: 120})
 		h.mustRun("invoices")
@@ -55,7 +57,7 @@ func TestReset(t *testing.T) {
 		}
 	})
 
-	t.Run("is refused while a run holds the stream's lock", func(t *testing.T) {
+	t.Run("IsRefusedWhileARunHoldsTheStreamsLock", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{Invoices: 10})
 		h.mustRun("invoices")
@@ -79,7 +81,7 @@ func TestReset(t *testing.T) {
 		}
 	})
 
-	t.Run("the balance sheet reads every month end again", func(t *testing.T) {
+	t.Run("MakesTheBalanceSheetReadEveryMonthEndAgain", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{BalanceSheetHistory: true})
 		h.settings = map[string]map[string]string{"balance_sheet": {"months": "6", "reread_months": "1"}}
@@ -111,7 +113,7 @@ func TestReset(t *testing.T) {
 		}
 	})
 
-	t.Run("journal lines are read again for the documents the login decides", func(t *testing.T) {
+	t.Run("MakesJournalLinesReadAgainForTheDocumentsTheLoginDecides", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{})
 		for _, s := range []string{"journal_entries", "payment_vouchers", "receipt_vouchers", "journal_lines"} {

@@ -131,411 +131,417 @@ func migrateUp(t *testing.T, pool *pgxpool.Pool) error {
 	return err
 }
 
-// TestUpgradeFromTheReleaseBefore: a warehouse written by the release
-// before upgrades in place. The typed columns of existing rows, history
-// rows included, are filled as a sync fills them; no label changes and no
-// version is written by the upgrade or the first sync after it, until a
-// record's own labels say otherwise (which relabels without a version);
-// the checkpoint goes to the source's login; a role scoped before is no
-// analyst any more and sees its company only; and the views answer as on
-// a fresh load.
-func TestUpgradeFromTheReleaseBefore(t *testing.T) {
-	sim := erpsim.New(erpsim.Options{Invoices: 300, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
-	pool, url, scoped := legacyWarehouse(t, sim, branchUsers[0])
-	ctx := context.Background()
-	if err := migrateUp(t, pool); err != nil {
-		t.Fatalf("upgrading: %v", err)
-	}
-	q := func(sql string, args ...any) string {
-		t.Helper()
-		var s *string
-		if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-			t.Fatalf("%s: %v", sql, err)
+// TestUpgrade documents the upgrade of a warehouse an earlier release wrote:
+// migrated in place, its sweep resumed, and refused by a binary older than
+// its schema.
+func TestUpgrade(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AppliesInPlaceToAWarehouseOfTheReleaseBefore", func(t *testing.T) {
+		// A warehouse written by the release before upgrades in place. The typed
+		// columns of existing rows, history rows included, are filled as a sync
+		// fills them; no label changes and no version is written by the upgrade
+		// or the first sync after it, until a record's own labels say otherwise
+		// (which relabels without a version); the checkpoint goes to the
+		// source's login; a role scoped before is no analyst any more and sees
+		// its company only; and the views answer as on a fresh load.
+		sim := erpsim.New(erpsim.Options{Invoices: 300, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
+		pool, url, scoped := legacyWarehouse(t, sim, branchUsers[0])
+		ctx := context.Background()
+		if err := migrateUp(t, pool); err != nil {
+			t.Fatalf("upgrading: %v", err)
 		}
-		if s == nil {
-			return "<null>"
+		q := func(sql string, args ...any) string {
+			t.Helper()
+			var s *string
+			if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			if s == nil {
+				return "<null>"
+			}
+			return *s
 		}
-		return *s
-	}
-	typedDiffer := `SELECT count(*)::text FROM %s WHERE NOT (
+		typedDiffer := `SELECT count(*)::text FROM %s WHERE NOT (
 		invoice_date::text IS NOT DISTINCT FROM payload->>'date' AND number IS NOT DISTINCT FROM payload->>'number'
 		AND status IS NOT DISTINCT FROM payload->>'status' AND currency_code IS NOT DISTINCT FROM payload->>'currency_code'
 		AND customer_id IS NOT DISTINCT FROM payload->'customer'->>'id' AND customer_name IS NOT DISTINCT FROM payload->'customer'->>'name')`
-	for _, table := range []string{"erp.invoices", "erp.invoices_history"} {
-		if n := q(fmt.Sprintf(typedDiffer, table)); n != "0" {
-			t.Errorf("%s: %s rows whose typed columns are not their payload's after the upgrade", table, n)
+		for _, table := range []string{"erp.invoices", "erp.invoices_history"} {
+			if n := q(fmt.Sprintf(typedDiffer, table)); n != "0" {
+				t.Errorf("%s: %s rows whose typed columns are not their payload's after the upgrade", table, n)
+			}
 		}
-	}
-	if n := q(`SELECT count(*)::text FROM erp.invoices_history`); n != "1" {
-		t.Errorf("%s versions after the upgrade, want the one from before", n)
-	}
-	// The role scoped by the release before.
-	if q(`SELECT pg_has_role($1, 'erpsync_analyst', 'MEMBER')::text`, scoped) != "false" || q(`SELECT pg_has_role($1, 'erpsync_scoped', 'MEMBER')::text`, scoped) != "true" {
-		t.Errorf("%s is still an analyst, or not scoped, after the upgrade", scoped)
-	}
-
-	// The first sync after the upgrade, through the Riyadh login (whose
-	// context, company 1 branch 1, the rows carry), the records carrying
-	// no labels: nothing written, nothing relabelled, no version.
-	runner := &sync.Runner{Pool: pool, Prefetch: 1}
-	tgt := twoLogins(t, sim)
-	tgt.Source, tgt.Logins = "main", tgt.Logins[:1]
-	before := q(`SELECT string_agg(id || company_id || branch_id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`)
-	res := syncLogins(t, runner, tgt, "invoices")[0]
-	if res.Stats.Inserted+res.Stats.Updated+res.Stats.Deleted != 0 {
-		t.Errorf("the first sync after the upgrade wrote %+v", res.Stats)
-	}
-	if after := q(`SELECT string_agg(id || company_id || branch_id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
-		t.Error("the first sync after the upgrade changed labels or rows")
-	}
-	if got := q(`SELECT string_agg(login, ',') FROM erp.sync_checkpoints WHERE stream = 'invoices'`); got != "sync-riyadh" {
-		t.Errorf("checkpoints of invoices: %s, want the one from before claimed by sync-riyadh", got)
-	}
-	// Status speaks of the login only: the run from before logins is no
-	// line of its own (it would be one never fresh).
-	st, err := db.LoadStatus(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, s := range st {
-		lines = append(lines, s.Stream+"/"+s.Login+"/"+string(s.LastRunStatus))
-	}
-	if got := strings.Join(lines, ","); got != "invoices/sync-riyadh/succeeded" {
-		t.Errorf("status after the first sync = %s, want one line, of sync-riyadh", got)
-	}
-
-	// The records now carry their own branch (their payloads change, so
-	// this is a change at the ERP): rows of branch 2 take it.
-	sim.SetRecordLabels(erpsim.LabelsIDs)
-	syncLogins(t, runner, tgt, "invoices")
-	var branch2 int
-	for _, inv := range sim.Invoices() {
-		if inv.BranchID == 2 {
-			branch2++
+		if n := q(`SELECT count(*)::text FROM erp.invoices_history`); n != "1" {
+			t.Errorf("%s versions after the upgrade, want the one from before", n)
 		}
-	}
-	if n := q(`SELECT count(*)::text FROM erp.invoices WHERE branch_id = '2'`); n != fmt.Sprint(branch2) || branch2 == 0 {
-		t.Errorf("%s rows relabelled to branch 2, want %d", n, branch2)
-	}
+		// The role scoped by the release before.
+		if q(`SELECT pg_has_role($1, 'erpsync_analyst', 'MEMBER')::text`, scoped) != "false" || q(`SELECT pg_has_role($1, 'erpsync_scoped', 'MEMBER')::text`, scoped) != "true" {
+			t.Errorf("%s is still an analyst, or not scoped, after the upgrade", scoped)
+		}
 
-	// The views answer as on a fresh load of the same ERP.
-	fresh, _ := testdb.Pool(t)
-	freshRunner := &sync.Runner{Pool: fresh, Prefetch: 1}
-	syncLogins(t, freshRunner, tgt, "invoices")
-	revenue := `SELECT string_agg(m || ' ' || c || ' ' || s, '; ' ORDER BY m, c) FROM (
+		// The first sync after the upgrade, through the Riyadh login (whose
+		// context, company 1 branch 1, the rows carry), the records carrying
+		// no labels: nothing written, nothing relabelled, no version.
+		runner := &sync.Runner{Pool: pool, Prefetch: 1}
+		tgt := twoLogins(t, sim)
+		tgt.Source, tgt.Logins = "main", tgt.Logins[:1]
+		before := q(`SELECT string_agg(id || company_id || branch_id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`)
+		res := syncLogins(t, runner, tgt, "invoices")[0]
+		if res.Stats.Inserted+res.Stats.Updated+res.Stats.Deleted != 0 {
+			t.Errorf("the first sync after the upgrade wrote %+v", res.Stats)
+		}
+		if after := q(`SELECT string_agg(id || company_id || branch_id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
+			t.Error("the first sync after the upgrade changed labels or rows")
+		}
+		if got := q(`SELECT string_agg(login, ',') FROM erp.sync_checkpoints WHERE stream = 'invoices'`); got != "sync-riyadh" {
+			t.Errorf("checkpoints of invoices: %s, want the one from before claimed by sync-riyadh", got)
+		}
+		// Status speaks of the login only: the run from before logins is no
+		// line of its own (it would be one never fresh).
+		st, err := db.LoadStatus(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, s := range st {
+			lines = append(lines, s.Stream+"/"+s.Login+"/"+string(s.LastRunStatus))
+		}
+		if got := strings.Join(lines, ","); got != "invoices/sync-riyadh/succeeded" {
+			t.Errorf("status after the first sync = %s, want one line, of sync-riyadh", got)
+		}
+
+		// The records now carry their own branch (their payloads change, so
+		// this is a change at the ERP): rows of branch 2 take it.
+		sim.SetRecordLabels(erpsim.LabelsIDs)
+		syncLogins(t, runner, tgt, "invoices")
+		var branch2 int
+		for _, inv := range sim.Invoices() {
+			if inv.BranchID == 2 {
+				branch2++
+			}
+		}
+		if n := q(`SELECT count(*)::text FROM erp.invoices WHERE branch_id = '2'`); n != fmt.Sprint(branch2) || branch2 == 0 {
+			t.Errorf("%s rows relabelled to branch 2, want %d", n, branch2)
+		}
+
+		// The views answer as on a fresh load of the same ERP.
+		fresh, _ := testdb.Pool(t)
+		freshRunner := &sync.Runner{Pool: fresh, Prefetch: 1}
+		syncLogins(t, freshRunner, tgt, "invoices")
+		revenue := `SELECT string_agg(m || ' ' || c || ' ' || s, '; ' ORDER BY m, c) FROM (
 		SELECT date_trunc('month', invoice_date)::date::text AS m, currency_code AS c, sum(total_bc)::text AS s
 		FROM erp.invoices_current WHERE source = 'main' AND status NOT IN ('draft', 'cancelled') GROUP BY 1, 2) x`
-	var upgraded, loaded string
-	if err := pool.QueryRow(ctx, revenue).Scan(&upgraded); err != nil {
-		t.Fatal(err)
-	}
-	if err := fresh.QueryRow(ctx, revenue).Scan(&loaded); err != nil {
-		t.Fatal(err)
-	}
-	if upgraded != loaded || upgraded == "" {
-		t.Errorf("revenue per month after the upgrade:\n%s\nafter a fresh load:\n%s", upgraded, loaded)
-	}
-	sums := invoiceSumsAs(t, testdb.PoolAs(t, url, scoped), "", "erp.invoices_current")
-	if len(sums) != 1 {
-		t.Errorf("the role scoped before sees %v, want company 1 of main only", sums)
-	}
-}
-
-// TestRelabellingKeepsAVersion: a record whose payload is unchanged but
-// whose own labels differ from the row's (written before its labels were
-// read) is relabelled: the row as it was is kept as a version, synced_at
-// moves (so a later change has a version of its own, not one on the same
-// key), and the row is marked stale (its labels changed, its hash did
-// not), which the next sweep that compares it clears without a version.
-func TestRelabellingKeepsAVersion(t *testing.T) {
-	h := newHarness(t, erpsim.Options{Invoices: 60, Users: branchUsers, RecordLabels: erpsim.LabelsIDs})
-	h.client = h.newClient(erp.Options{Username: "sync-riyadh", Password: "riyadh-pw"})
-	h.mustRun("invoices")
-	// As the release before would have it: every row with the token's
-	// labels (written as it wrote them, not as a change of today).
-	if _, err := h.pool.Exec(context.Background(), `ALTER TABLE erp.invoices DISABLE TRIGGER guard_rows;
-		UPDATE erp.invoices SET branch_id = '1', listed_by = NULL; ALTER TABLE erp.invoices ENABLE TRIGGER guard_rows`); err != nil {
-		t.Fatal(err)
-	}
-	before := h.text(`SELECT string_agg(id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`)
-	h.pool.Exec(context.Background(), `DELETE FROM erp.sweep_pages`) // compare every page
-	res := h.mustRun("invoices")
-	relabelled := h.count(`SELECT count(*) FROM erp.invoices WHERE branch_id = '2'`)
-	if relabelled == 0 || res.Stats.Updated != relabelled {
-		t.Errorf("%d rows relabelled to branch 2, %d updated", relabelled, res.Stats.Updated)
-	}
-	if n := h.count(`SELECT count(*) FROM erp.invoices_history WHERE branch_id = '1' AND ended_by = 'change'`); n != relabelled {
-		t.Errorf("relabelling kept %d versions, want %d", n, relabelled)
-	}
-	if n := h.count(`SELECT count(*) FROM erp.invoices i WHERE branch_id = '2' AND synced_at <= (SELECT max(first_seen_at) FROM erp.invoices)`); n != 0 {
-		t.Errorf("relabelling left synced_at of %d rows where it was (%s)", n, before[:40])
-	}
-	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE payload_hash = erp.stale_hash()`); n != relabelled {
-		t.Errorf("%d relabelled rows marked stale, want %d", n, relabelled)
-	}
-	// The next sweep that compares them writes their hash again, and
-	// nothing else: no version, no label moves.
-	h.pool.Exec(context.Background(), `DELETE FROM erp.sweep_pages`)
-	h.mustRun("invoices")
-	if n := h.count(`SELECT count(*) FROM erp.invoices WHERE payload_hash = erp.stale_hash()`); n != 0 {
-		t.Errorf("%d rows still marked stale after a sweep compared them", n)
-	}
-	if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != relabelled {
-		t.Errorf("%d versions after the sweep that cleared the marks, want %d", n, relabelled)
-	}
-}
-
-// TestUpgradeStopsAtAnAnalystsView: the upgrade replaces erp.invoices_current
-// (its invoice_date becomes a date); an analyst's own view on it makes the
-// migration fail, naming the view, rather than drop it.
-func TestUpgradeStopsAtAnAnalystsView(t *testing.T) {
-	pool, _, _ := legacyWarehouse(t, erpsim.New(erpsim.Options{Invoices: 10}), erpsim.User{Username: "erpsync", Password: "erpsync-demo-password"})
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `CREATE VIEW public.my_revenue AS SELECT source, sum(total_bc) FROM erp.invoices_current GROUP BY 1`); err != nil {
-		t.Fatal(err)
-	}
-	err := migrateUp(t, pool)
-	if err == nil || !strings.Contains(err.Error(), "view my_revenue") || !strings.Contains(err.Error(), "erp.invoices_current") {
-		t.Fatalf("upgrading with an analyst's view on erp.invoices_current: %v; want a failure naming the view", err)
-	}
-	var exists bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.my_revenue') IS NOT NULL`).Scan(&exists); err != nil || !exists {
-		t.Errorf("the analyst's view is gone (%v)", err)
-	}
-	if _, err := pool.Exec(ctx, `DROP VIEW public.my_revenue`); err != nil {
-		t.Fatal(err)
-	}
-	if err := migrateUp(t, pool); err != nil {
-		t.Errorf("upgrading once the view is dropped: %v", err)
-	}
-}
-
-// TestOlderBinaryRefusesNewerSchema: during a rolling upgrade a replica
-// of the release before meets a schema migrated past what it knows. Its
-// runs fail before writing anything, saying why; once the schema is one
-// it knows again, it writes.
-func TestOlderBinaryRefusesNewerSchema(t *testing.T) {
-	h := newHarness(t, erpsim.Options{Invoices: 60})
-	h.mustRun("invoices")
-	current, target, err := db.SchemaVersions(context.Background(), h.pool)
-	if err != nil || current != target {
-		t.Fatalf("schema %d, binary %d, %v", current, target, err)
-	}
-	h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
-		inv[3].Status = "void"
-		return inv
+		var upgraded, loaded string
+		if err := pool.QueryRow(ctx, revenue).Scan(&upgraded); err != nil {
+			t.Fatal(err)
+		}
+		if err := fresh.QueryRow(ctx, revenue).Scan(&loaded); err != nil {
+			t.Fatal(err)
+		}
+		if upgraded != loaded || upgraded == "" {
+			t.Errorf("revenue per month after the upgrade:\n%s\nafter a fresh load:\n%s", upgraded, loaded)
+		}
+		sums := invoiceSumsAs(t, testdb.PoolAs(t, url, scoped), "", "erp.invoices_current")
+		if len(sums) != 1 {
+			t.Errorf("the role scoped before sees %v, want company 1 of main only", sums)
+		}
 	})
-	before := h.text(`SELECT string_agg(payload_hash::text, ',' ORDER BY id) FROM erp.invoices`)
-	if _, err := h.pool.Exec(context.Background(), `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, target+1); err != nil {
-		t.Fatal(err)
-	}
-	res := h.run("invoices")
-	if res.Status != model.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), fmt.Sprintf("refusing to write: the schema is at version %d, newer than this binary's %d", target+1, target)) {
-		t.Fatalf("a run on a newer schema: %s %v, want it failed, refusing to write", res.Status, res.Err)
-	}
-	if after := h.text(`SELECT string_agg(payload_hash::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
-		t.Error("a run refused for a newer schema wrote rows")
-	}
-	if _, err := h.pool.Exec(context.Background(), `DELETE FROM goose_db_version WHERE version_id = $1`, target+1); err != nil {
-		t.Fatal(err)
-	}
-	if res := h.mustRun("invoices"); res.Stats.Updated != 1 {
-		t.Errorf("on its own schema again, the run updated %d rows, want the one changed", res.Stats.Updated)
-	}
+
+	t.Run("RelabelsARowKeepingAVersion", func(t *testing.T) {
+		// A record whose payload is unchanged but whose own labels differ from
+		// the row's (written before its labels were read) is relabelled: the row
+		// as it was is kept as a version, synced_at moves (so a later change has
+		// a version of its own, not one on the same key), and the row is marked
+		// stale (its labels changed, its hash did not), which the next sweep
+		// that compares it clears without a version.
+		h := newHarness(t, erpsim.Options{Invoices: 60, Users: branchUsers, RecordLabels: erpsim.LabelsIDs})
+		h.client = h.newClient(erp.Options{Username: "sync-riyadh", Password: "riyadh-pw"})
+		h.mustRun("invoices")
+		// As the release before would have it: every row with the token's
+		// labels (written as it wrote them, not as a change of today).
+		if _, err := h.pool.Exec(context.Background(), `ALTER TABLE erp.invoices DISABLE TRIGGER guard_rows;
+		UPDATE erp.invoices SET branch_id = '1', listed_by = NULL; ALTER TABLE erp.invoices ENABLE TRIGGER guard_rows`); err != nil {
+			t.Fatal(err)
+		}
+		before := h.text(`SELECT string_agg(id || synced_at::text, ',' ORDER BY id) FROM erp.invoices`)
+		h.pool.Exec(context.Background(), `DELETE FROM erp.sweep_pages`) // compare every page
+		res := h.mustRun("invoices")
+		relabelled := h.count(`SELECT count(*) FROM erp.invoices WHERE branch_id = '2'`)
+		if relabelled == 0 || res.Stats.Updated != relabelled {
+			t.Errorf("%d rows relabelled to branch 2, %d updated", relabelled, res.Stats.Updated)
+		}
+		if n := h.count(`SELECT count(*) FROM erp.invoices_history WHERE branch_id = '1' AND ended_by = 'change'`); n != relabelled {
+			t.Errorf("relabelling kept %d versions, want %d", n, relabelled)
+		}
+		if n := h.count(`SELECT count(*) FROM erp.invoices i WHERE branch_id = '2' AND synced_at <= (SELECT max(first_seen_at) FROM erp.invoices)`); n != 0 {
+			t.Errorf("relabelling left synced_at of %d rows where it was (%s)", n, before[:40])
+		}
+		if n := h.count(`SELECT count(*) FROM erp.invoices WHERE payload_hash = erp.stale_hash()`); n != relabelled {
+			t.Errorf("%d relabelled rows marked stale, want %d", n, relabelled)
+		}
+		// The next sweep that compares them writes their hash again, and
+		// nothing else: no version, no label moves.
+		h.pool.Exec(context.Background(), `DELETE FROM erp.sweep_pages`)
+		h.mustRun("invoices")
+		if n := h.count(`SELECT count(*) FROM erp.invoices WHERE payload_hash = erp.stale_hash()`); n != 0 {
+			t.Errorf("%d rows still marked stale after a sweep compared them", n)
+		}
+		if n := h.count(`SELECT count(*) FROM erp.invoices_history`); n != relabelled {
+			t.Errorf("%d versions after the sweep that cleared the marks, want %d", n, relabelled)
+		}
+	})
+
+	t.Run("StopsAtAnAnalystsView", func(t *testing.T) {
+		// The upgrade replaces erp.invoices_current (its invoice_date becomes a
+		// date); an analyst's own view on it makes the migration fail, naming
+		// the view, rather than drop it.
+		pool, _, _ := legacyWarehouse(t, erpsim.New(erpsim.Options{Invoices: 10}), erpsim.User{Username: "erpsync", Password: "erpsync-demo-password"})
+		ctx := context.Background()
+		if _, err := pool.Exec(ctx, `CREATE VIEW public.my_revenue AS SELECT source, sum(total_bc) FROM erp.invoices_current GROUP BY 1`); err != nil {
+			t.Fatal(err)
+		}
+		err := migrateUp(t, pool)
+		if err == nil || !strings.Contains(err.Error(), "view my_revenue") || !strings.Contains(err.Error(), "erp.invoices_current") {
+			t.Fatalf("upgrading with an analyst's view on erp.invoices_current: %v; want a failure naming the view", err)
+		}
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass('public.my_revenue') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+			t.Errorf("the analyst's view is gone (%v)", err)
+		}
+		if _, err := pool.Exec(ctx, `DROP VIEW public.my_revenue`); err != nil {
+			t.Fatal(err)
+		}
+		if err := migrateUp(t, pool); err != nil {
+			t.Errorf("upgrading once the view is dropped: %v", err)
+		}
+	})
+
+	t.Run("IsRefusedByAnOlderBinaryUntilTheSchemaIsOneItKnows", func(t *testing.T) {
+		// During a rolling upgrade a replica of the release before meets a
+		// schema migrated past what it knows. Its runs fail before writing
+		// anything, saying why; once the schema is one it knows again, it
+		// writes.
+		h := newHarness(t, erpsim.Options{Invoices: 60})
+		h.mustRun("invoices")
+		current, target, err := db.SchemaVersions(context.Background(), h.pool)
+		if err != nil || current != target {
+			t.Fatalf("schema %d, binary %d, %v", current, target, err)
+		}
+		h.sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+			inv[3].Status = "void"
+			return inv
+		})
+		before := h.text(`SELECT string_agg(payload_hash::text, ',' ORDER BY id) FROM erp.invoices`)
+		if _, err := h.pool.Exec(context.Background(), `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, target+1); err != nil {
+			t.Fatal(err)
+		}
+		res := h.run("invoices")
+		if res.Status != model.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), fmt.Sprintf("refusing to write: the schema is at version %d, newer than this binary's %d", target+1, target)) {
+			t.Fatalf("a run on a newer schema: %s %v, want it failed, refusing to write", res.Status, res.Err)
+		}
+		if after := h.text(`SELECT string_agg(payload_hash::text, ',' ORDER BY id) FROM erp.invoices`); after != before {
+			t.Error("a run refused for a newer schema wrote rows")
+		}
+		if _, err := h.pool.Exec(context.Background(), `DELETE FROM goose_db_version WHERE version_id = $1`, target+1); err != nil {
+			t.Fatal(err)
+		}
+		if res := h.mustRun("invoices"); res.Stats.Updated != 1 {
+			t.Errorf("on its own schema again, the run updated %d rows, want the one changed", res.Stats.Updated)
+		}
+	})
+
+	t.Run("ResumesAnInterruptedSweep", func(t *testing.T) {
+		// A warehouse written by the previous release (schema 15), as its owner
+		// migrates it, in the middle of a sweep (its checkpoint holds the sweep,
+		// a cursor and the ids of the page done), with versions of before, a row
+		// deleted before (its deleted_at after its synced_at) that the ERP lists
+		// again, and snapshots and journal lines. After migration 16, the
+		// daemon's role resumes the very sweep and completes it: the change and
+		// the deletion it finds, and the row that comes back, each leave their
+		// version (the returning one its version until the deletion of before);
+		// the warehouse as of a time before the upgrade answers as it did; rows
+		// the rewriting tables lose are kept; and a login scoped before reads
+		// its company, and its login's bookkeeping once the run has said whose
+		// it is.
+		t.Parallel()
+		ctx := context.Background()
+		sim := erpsim.New(erpsim.Options{Invoices: 250, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
+		admin := testdb.EmptyOwned(t)
+		owner, err := db.Open(ctx, testdb.OwnerURL(admin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(owner.Close)
+		migrateUpTo(t, owner, previousRelease)
+		pool, err := db.Open(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		q := func(sql string, args ...any) string {
+			t.Helper()
+			var s *string
+			if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			return str(s)
+		}
+
+		// Every invoice as the previous release's last complete sweep (6)
+		// wrote it, through the login sync-riyadh (company 1, branch 1), and
+		// the first page of sweep 7, which stopped after it.
+		const login = "sync-riyadh"
+		cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, branchUsers[0], 50, login, 2)
+		invoices := sim.Invoices()
+		back, changed := fmt.Sprint(invoices[120].ID), fmt.Sprint(invoices[200].ID)
+		for _, st := range []struct {
+			sql  string
+			args []any
+		}{
+			// A version of before, and a row the previous release marked
+			// deleted a day ago (the ERP lists it again).
+			{`INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at,
+			valid_from, valid_to, ended_by)
+		  SELECT source, id, company_id, branch_id, total_bc - 1, payload, payload_hash, listed_by, first_seen_at, first_seen_at, synced_at, 'change'
+		  FROM erp.invoices WHERE id = $1`, []any{changed}},
+			{`UPDATE erp.invoices SET deleted_at = now() - interval '1 day' WHERE id = $1`, []any{back}},
+			// A row the ERP no longer lists.
+			{`INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at, synced_at)
+		  VALUES ('main', 'gone', '1', '1', 1.00, '{"id": "gone"}', '\x01', $1, now() - interval '3 days', now() - interval '2 days')`, []any{login}},
+			// Sweep 7, after its first page.
+			{`INSERT INTO erp.sync_checkpoints (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows,
+		      last_sweep_id, last_sweep_started_at, last_sweep_completed_at)
+		  VALUES ('main', 'invoices', $1, 7, now() - interval '1 hour', $2, 1, $3, 6, now() - interval '2 days', now() - interval '2 days')`,
+				[]any{login, cursor, len(firstPage)}},
+			{`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT 7, unnest($1::text[])`, []any{firstPage}},
+			{`INSERT INTO erp.sync_runs (source, stream, login, status, started_at, finished_at, sweep_id)
+		  VALUES ('main', 'invoices', $1, 'cancelled', now() - interval '1 hour', now() - interval '1 hour', 7)`, []any{login}},
+			{`INSERT INTO erp.balance_sheet_snapshots (source, login, as_of, node, depth, company_id, branch_id, balance, payload, payload_hash, synced_at)
+		  VALUES ('main', $1, current_date - 1, 'assets', 0, '1', '1', 10.00, '{}', '\x01', now() - interval '2 days')`, []any{login}},
+			{`INSERT INTO erp.journal_lines (source, document_kind, document_id, line, company_id, branch_id, debit, payload, synced_at)
+		  VALUES ('main', 'journal_entry', 'je-1', '1', '1', '1', 10.00, '{}', now() - interval '2 days')`, nil},
+		} {
+			if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
+				t.Fatalf("%s: %v", st.sql, err)
+			}
+		}
+		scoped := testdb.Role(t)
+		if _, err := pool.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, 'main', '1', '1')`, scoped); err != nil {
+			t.Fatal(err)
+		}
+		asOf := `SELECT count(*) || ' ' || sum(total_bc) FROM erp.invoices_as_of(now() - interval '90 minutes')`
+		before := q(asOf)
+		versions := q(`SELECT count(*)::text FROM erp.invoices_history`)
+
+		// The owner migrates.
+		if _, err := db.Migrate(ctx, owner, nil); err != nil {
+			t.Fatalf("upgrading: %v", err)
+		}
+		if got := q(asOf); got != before {
+			t.Errorf("as of before the upgrade: %s after it, %s before", got, before)
+		}
+		// Bookkeeping of a login not yet identified is the scoped login's
+		// no more.
+		if n := invoiceCountAs(t, testdb.PoolAs(t, admin, scoped), `erp.sync_checkpoints`); n != 0 {
+			t.Errorf("a scoped login reads %d checkpoints of a login never identified", n)
+		}
+
+		// The ERP changed one invoice; the daemon's role resumes sweep 7.
+		sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
+			inv[200].TotalBC = inv[200].TotalBC.Add(decimal.RequireFromString("10.01"))
+			return inv
+		})
+		runner := &sync.Runner{Pool: testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime")), Prefetch: 1}
+		tgt := twoLogins(t, sim)
+		tgt.Source, tgt.Logins = "main", tgt.Logins[:1]
+		res := syncLogins(t, runner, tgt, "invoices")[0]
+		if res.SweepID != 7 || q(`SELECT last_sweep_id::text FROM erp.sync_checkpoints WHERE stream = 'invoices'`) != "7" {
+			t.Errorf("the run after the upgrade ran sweep %d, want the interrupted sweep 7 resumed and completed", res.SweepID)
+		}
+		// The sweep began before the upgrade, when sweeps did not follow the
+		// order of ids: a row it missed may have moved while it read, and is
+		// held for the next complete sweep, which marks it.
+		if res.Stats.Updated != 2 || res.Stats.Deleted != 0 || q(`SELECT string_agg(id, ',') FROM erp.deletion_candidates`) != "gone" {
+			t.Errorf("the resumed sweep: %+v; want the changed invoice and the returning one updated, the gone one held", res.Stats)
+		}
+		// (The returning row came back with its payload unchanged, so the
+		// trigger marked its hash stale: the next sweep writes it once more.)
+		if res := syncLogins(t, runner, tgt, "invoices")[0]; res.Stats.Deleted != 1 || res.Stats.Inserted != 0 || res.Stats.Updated > 1 {
+			t.Errorf("the sweep after it: %+v; want the held row deleted, nothing else written but the returning row", res.Stats)
+		}
+		if got, want := q(`SELECT sum(total_bc)::text FROM erp.invoices WHERE deleted_at IS NULL`), sim.InvoiceTotal().String(); got != want {
+			t.Errorf("live invoices sum to %s, the ERP's to %s", got, want)
+		}
+		for _, c := range []struct{ what, sql string }{
+			{"the version of before", `SELECT count(*)::text FROM erp.invoices_history WHERE id = '` + changed + `' AND valid_to < now() - interval '1 day'`},
+			{"the changed invoice's version, from where the version of before ended", `SELECT count(*)::text FROM erp.invoices_history a
+			JOIN erp.invoices_history b ON b.id = a.id AND b.valid_from = a.valid_to
+			WHERE a.id = '` + changed + `' AND b.ended_by = 'change' AND b.valid_to > now() - interval '1 minute'`},
+			{"the returning invoice's version until the deletion of before", `SELECT count(*)::text FROM erp.invoices_history WHERE id = '` + back + `'
+			AND ended_by = 'deletion' AND valid_to < now() - interval '23 hours'`},
+			{"the deleted row's version", `SELECT count(*)::text FROM erp.invoices_history WHERE id = 'gone' AND ended_by = 'deletion'`},
+		} {
+			if n := q(c.sql); n == "0" {
+				t.Errorf("%s is missing", c.what)
+			}
+		}
+		if n := q(`SELECT count(*)::text FROM erp.invoices_history`); n != fmt.Sprint(mustInt(t, versions)+3) {
+			t.Errorf("%s versions after the resumed sweep and the next, want the %s of before and 3", n, versions)
+		}
+		if got := q(asOf); got != before {
+			t.Errorf("as of before the upgrade: %s after the sweep, %s before it", got, before)
+		}
+
+		// The list is followed once two sweeps of this release agree on its
+		// order (the resumed one began before: its order is not known).
+		s, _ := catalog.Lookup("invoices")
+		follow := func() sync.Result {
+			t.Helper()
+			res := runner.Follow(ctx, nil, tgt, s, nil)[0]
+			if res.Status != model.StatusSucceeded {
+				t.Fatalf("follow: %s %v", res.Status, res.Err)
+			}
+			return res
+		}
+		if res := follow(); res.Swept == "" {
+			t.Errorf("a follow after one ordered sweep of this release followed; want it to sweep")
+		}
+		added := sim.AddInvoices(3)
+		if res := follow(); res.Swept != "" || res.Stats.Inserted != 3 {
+			t.Errorf("a follow after two ordered sweeps: %+v, want the 3 new invoices followed", res)
+		}
+		if n := q(`SELECT count(*)::text FROM erp.invoices WHERE id = $1 AND deleted_at IS NULL`, fmt.Sprint(added[2].ID)); n != "1" {
+			t.Errorf("the newest invoice is not in the warehouse after the follow")
+		}
+
+		// The rewriting tables keep what the daemon's role deletes.
+		runtime := testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime"))
+		for _, c := range []struct{ table, history string }{
+			{"balance_sheet_snapshots", "balance_sheet_snapshot_history"}, {"journal_lines", "journal_lines_history"},
+		} {
+			if _, err := runtime.Exec(ctx, `DELETE FROM erp.`+c.table); err != nil {
+				t.Fatal(err)
+			}
+			if n := q(`SELECT count(*)::text FROM erp.` + c.history); n != "1" {
+				t.Errorf("erp.%s kept %s rows of the deleted one of before", c.history, n)
+			}
+		}
+
+		// The login scoped before: its company's invoices, and its login's
+		// checkpoint now that the run said whose it is.
+		scopedPool := testdb.PoolAs(t, admin, scoped)
+		if n := invoiceCountAs(t, scopedPool, `erp.sync_checkpoints`); n != 1 {
+			t.Errorf("the scoped login reads %d checkpoints, want its login's", n)
+		}
+		if sums := invoiceSumsAs(t, scopedPool, "", "erp.invoices_current"); len(sums) != 1 {
+			t.Errorf("the scoped login sees %v, want main/1 only", sums)
+		}
+	})
 }
 
 // previousRelease is the schema version of the release before the
 // hardened access model (fd15670).
 const previousRelease = 15
-
-// TestUpgradeOfAnInterruptedSweep: a warehouse written by the previous
-// release (schema 15), as its owner migrates it, in the middle of a sweep
-// (its checkpoint holds the sweep, a cursor and the ids of the page
-// done), with versions of before, a row deleted before (its deleted_at
-// after its synced_at) that the ERP lists again, and snapshots and
-// journal lines. After migration 16, the daemon's role resumes the very
-// sweep and completes it: the change and the deletion it finds, and the
-// row that comes back, each leave their version (the returning one its
-// version until the deletion of before); the warehouse as of a time
-// before the upgrade answers as it did; rows the rewriting tables lose
-// are kept; and a login scoped before reads its company, and its login's
-// bookkeeping once the run has said whose it is.
-func TestUpgradeOfAnInterruptedSweep(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	sim := erpsim.New(erpsim.Options{Invoices: 250, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
-	admin := testdb.EmptyOwned(t)
-	owner, err := db.Open(ctx, testdb.OwnerURL(admin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(owner.Close)
-	migrateUpTo(t, owner, previousRelease)
-	pool, err := db.Open(ctx, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	q := func(sql string, args ...any) string {
-		t.Helper()
-		var s *string
-		if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		return str(s)
-	}
-
-	// Every invoice as the previous release's last complete sweep (6)
-	// wrote it, through the login sync-riyadh (company 1, branch 1), and
-	// the first page of sweep 7, which stopped after it.
-	const login = "sync-riyadh"
-	cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, branchUsers[0], 50, login, 2)
-	invoices := sim.Invoices()
-	back, changed := fmt.Sprint(invoices[120].ID), fmt.Sprint(invoices[200].ID)
-	for _, st := range []struct {
-		sql  string
-		args []any
-	}{
-		// A version of before, and a row the previous release marked
-		// deleted a day ago (the ERP lists it again).
-		{`INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at,
-			valid_from, valid_to, ended_by)
-		  SELECT source, id, company_id, branch_id, total_bc - 1, payload, payload_hash, listed_by, first_seen_at, first_seen_at, synced_at, 'change'
-		  FROM erp.invoices WHERE id = $1`, []any{changed}},
-		{`UPDATE erp.invoices SET deleted_at = now() - interval '1 day' WHERE id = $1`, []any{back}},
-		// A row the ERP no longer lists.
-		{`INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at, synced_at)
-		  VALUES ('main', 'gone', '1', '1', 1.00, '{"id": "gone"}', '\x01', $1, now() - interval '3 days', now() - interval '2 days')`, []any{login}},
-		// Sweep 7, after its first page.
-		{`INSERT INTO erp.sync_checkpoints (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows,
-		      last_sweep_id, last_sweep_started_at, last_sweep_completed_at)
-		  VALUES ('main', 'invoices', $1, 7, now() - interval '1 hour', $2, 1, $3, 6, now() - interval '2 days', now() - interval '2 days')`,
-			[]any{login, cursor, len(firstPage)}},
-		{`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT 7, unnest($1::text[])`, []any{firstPage}},
-		{`INSERT INTO erp.sync_runs (source, stream, login, status, started_at, finished_at, sweep_id)
-		  VALUES ('main', 'invoices', $1, 'cancelled', now() - interval '1 hour', now() - interval '1 hour', 7)`, []any{login}},
-		{`INSERT INTO erp.balance_sheet_snapshots (source, login, as_of, node, depth, company_id, branch_id, balance, payload, payload_hash, synced_at)
-		  VALUES ('main', $1, current_date - 1, 'assets', 0, '1', '1', 10.00, '{}', '\x01', now() - interval '2 days')`, []any{login}},
-		{`INSERT INTO erp.journal_lines (source, document_kind, document_id, line, company_id, branch_id, debit, payload, synced_at)
-		  VALUES ('main', 'journal_entry', 'je-1', '1', '1', '1', 10.00, '{}', now() - interval '2 days')`, nil},
-	} {
-		if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
-			t.Fatalf("%s: %v", st.sql, err)
-		}
-	}
-	scoped := testdb.Role(t)
-	if _, err := pool.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, 'main', '1', '1')`, scoped); err != nil {
-		t.Fatal(err)
-	}
-	asOf := `SELECT count(*) || ' ' || sum(total_bc) FROM erp.invoices_as_of(now() - interval '90 minutes')`
-	before := q(asOf)
-	versions := q(`SELECT count(*)::text FROM erp.invoices_history`)
-
-	// The owner migrates.
-	if _, err := db.Migrate(ctx, owner, nil); err != nil {
-		t.Fatalf("upgrading: %v", err)
-	}
-	if got := q(asOf); got != before {
-		t.Errorf("as of before the upgrade: %s after it, %s before", got, before)
-	}
-	// Bookkeeping of a login not yet identified is the scoped login's
-	// no more.
-	if n := invoiceCountAs(t, testdb.PoolAs(t, admin, scoped), `erp.sync_checkpoints`); n != 0 {
-		t.Errorf("a scoped login reads %d checkpoints of a login never identified", n)
-	}
-
-	// The ERP changed one invoice; the daemon's role resumes sweep 7.
-	sim.MutateInvoices(func(inv []erpsim.Invoice) []erpsim.Invoice {
-		inv[200].TotalBC = inv[200].TotalBC.Add(decimal.RequireFromString("10.01"))
-		return inv
-	})
-	runner := &sync.Runner{Pool: testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime")), Prefetch: 1}
-	tgt := twoLogins(t, sim)
-	tgt.Source, tgt.Logins = "main", tgt.Logins[:1]
-	res := syncLogins(t, runner, tgt, "invoices")[0]
-	if res.SweepID != 7 || q(`SELECT last_sweep_id::text FROM erp.sync_checkpoints WHERE stream = 'invoices'`) != "7" {
-		t.Errorf("the run after the upgrade ran sweep %d, want the interrupted sweep 7 resumed and completed", res.SweepID)
-	}
-	// The sweep began before the upgrade, when sweeps did not follow the
-	// order of ids: a row it missed may have moved while it read, and is
-	// held for the next complete sweep, which marks it.
-	if res.Stats.Updated != 2 || res.Stats.Deleted != 0 || q(`SELECT string_agg(id, ',') FROM erp.deletion_candidates`) != "gone" {
-		t.Errorf("the resumed sweep: %+v; want the changed invoice and the returning one updated, the gone one held", res.Stats)
-	}
-	// (The returning row came back with its payload unchanged, so the
-	// trigger marked its hash stale: the next sweep writes it once more.)
-	if res := syncLogins(t, runner, tgt, "invoices")[0]; res.Stats.Deleted != 1 || res.Stats.Inserted != 0 || res.Stats.Updated > 1 {
-		t.Errorf("the sweep after it: %+v; want the held row deleted, nothing else written but the returning row", res.Stats)
-	}
-	if got, want := q(`SELECT sum(total_bc)::text FROM erp.invoices WHERE deleted_at IS NULL`), sim.InvoiceTotal().String(); got != want {
-		t.Errorf("live invoices sum to %s, the ERP's to %s", got, want)
-	}
-	for _, c := range []struct{ what, sql string }{
-		{"the version of before", `SELECT count(*)::text FROM erp.invoices_history WHERE id = '` + changed + `' AND valid_to < now() - interval '1 day'`},
-		{"the changed invoice's version, from where the version of before ended", `SELECT count(*)::text FROM erp.invoices_history a
-			JOIN erp.invoices_history b ON b.id = a.id AND b.valid_from = a.valid_to
-			WHERE a.id = '` + changed + `' AND b.ended_by = 'change' AND b.valid_to > now() - interval '1 minute'`},
-		{"the returning invoice's version until the deletion of before", `SELECT count(*)::text FROM erp.invoices_history WHERE id = '` + back + `'
-			AND ended_by = 'deletion' AND valid_to < now() - interval '23 hours'`},
-		{"the deleted row's version", `SELECT count(*)::text FROM erp.invoices_history WHERE id = 'gone' AND ended_by = 'deletion'`},
-	} {
-		if n := q(c.sql); n == "0" {
-			t.Errorf("%s is missing", c.what)
-		}
-	}
-	if n := q(`SELECT count(*)::text FROM erp.invoices_history`); n != fmt.Sprint(mustInt(t, versions)+3) {
-		t.Errorf("%s versions after the resumed sweep and the next, want the %s of before and 3", n, versions)
-	}
-	if got := q(asOf); got != before {
-		t.Errorf("as of before the upgrade: %s after the sweep, %s before it", got, before)
-	}
-
-	// The list is followed once two sweeps of this release agree on its
-	// order (the resumed one began before: its order is not known).
-	s, _ := catalog.Lookup("invoices")
-	follow := func() sync.Result {
-		t.Helper()
-		res := runner.Follow(ctx, nil, tgt, s, nil)[0]
-		if res.Status != model.StatusSucceeded {
-			t.Fatalf("follow: %s %v", res.Status, res.Err)
-		}
-		return res
-	}
-	if res := follow(); res.Swept == "" {
-		t.Errorf("a follow after one ordered sweep of this release followed; want it to sweep")
-	}
-	added := sim.AddInvoices(3)
-	if res := follow(); res.Swept != "" || res.Stats.Inserted != 3 {
-		t.Errorf("a follow after two ordered sweeps: %+v, want the 3 new invoices followed", res)
-	}
-	if n := q(`SELECT count(*)::text FROM erp.invoices WHERE id = $1 AND deleted_at IS NULL`, fmt.Sprint(added[2].ID)); n != "1" {
-		t.Errorf("the newest invoice is not in the warehouse after the follow")
-	}
-
-	// The rewriting tables keep what the daemon's role deletes.
-	runtime := testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime"))
-	for _, c := range []struct{ table, history string }{
-		{"balance_sheet_snapshots", "balance_sheet_snapshot_history"}, {"journal_lines", "journal_lines_history"},
-	} {
-		if _, err := runtime.Exec(ctx, `DELETE FROM erp.`+c.table); err != nil {
-			t.Fatal(err)
-		}
-		if n := q(`SELECT count(*)::text FROM erp.` + c.history); n != "1" {
-			t.Errorf("erp.%s kept %s rows of the deleted one of before", c.history, n)
-		}
-	}
-
-	// The login scoped before: its company's invoices, and its login's
-	// checkpoint now that the run said whose it is.
-	scopedPool := testdb.PoolAs(t, admin, scoped)
-	if n := invoiceCountAs(t, scopedPool, `erp.sync_checkpoints`); n != 1 {
-		t.Errorf("the scoped login reads %d checkpoints, want its login's", n)
-	}
-	if sums := invoiceSumsAs(t, scopedPool, "", "erp.invoices_current"); len(sums) != 1 {
-		t.Errorf("the scoped login sees %v, want main/1 only", sums)
-	}
-}
 
 func invoiceCountAs(t *testing.T, pool *pgxpool.Pool, from string) int64 {
 	t.Helper()

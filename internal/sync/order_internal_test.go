@@ -1,0 +1,186 @@
+package sync
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestOrder documents the order of ids: how two ids compare, the order a
+// walk's pages show, the order a list keeps, and whether it may be
+// followed.
+func TestOrder(t *testing.T) {
+	// The order of ids: ids that are whole numbers (digits, no leading zero)
+	// compare by value and come before any other id; other ids compare by
+	// their bytes. idKey's byte order is that order, which the warehouse
+	// compares with COLLATE "C".
+	t.Run("PutsWholeNumbersByValueBeforeAnyOtherID", func(t *testing.T) {
+		// Each id is below every id after it.
+		ascendingIDs := []string{"0", "1", "2", "9", "10", "11", "99", "100", "1000000", "00", "007", "01", "09", "1a", "A-1", "a", "b", "ba"}
+		for i, a := range ascendingIDs {
+			for j, b := range ascendingIDs {
+				want := 0
+				switch {
+				case i < j:
+					want = -1
+				case i > j:
+					want = 1
+				}
+				if got := compareIDs(a, b); got != want {
+					t.Errorf("compareIDs(%q, %q) = %d, want %d", a, b, got, want)
+				}
+				if got := strings.Compare(idKey(a), idKey(b)); got != want {
+					t.Errorf("idKey(%q) against idKey(%q): %d, want %d", a, b, got, want)
+				}
+			}
+		}
+	})
+
+	t.Run("TakesASingleDigitForAWholeNumberZeroIncluded", func(t *testing.T) {
+		for _, id := range []string{"0", "5", "9"} {
+			if k := idKey(id); !strings.HasPrefix(k, "0") || k != "00001"+id {
+				t.Errorf("idKey(%q) = %q, want the key of a whole number, 00001%s", id, k, id)
+			}
+		}
+	})
+
+	t.Run("TakesNoDigitsWithALeadingZeroForAWholeNumber", func(t *testing.T) {
+		for _, id := range []string{"00", "01", "0123"} {
+			if k := idKey(id); k != "1"+id {
+				t.Errorf("idKey(%q) = %q, want %q (compared by bytes)", id, k, "1"+id)
+			}
+		}
+	})
+
+	t.Run("ComparesOtherIDsByTheirBytes", func(t *testing.T) {
+		for _, id := range []string{"a", "JE-2026-1", "12x", " 1", "-1", ""} {
+			if k := idKey(id); k != "1"+id {
+				t.Errorf("idKey(%q) = %q, want %q", id, k, "1"+id)
+			}
+		}
+	})
+
+	t.Run("KeysWholeNumbersByTheirLengthThenTheirDigits", func(t *testing.T) {
+		for id, want := range map[string]string{"10": "0000210", "123456": "00006123456"} {
+			if k := idKey(id); k != want {
+				t.Errorf("idKey(%q) = %q, want %q", id, k, want)
+			}
+		}
+	})
+
+	t.Run("IsTrailedPageAfterPage", func(t *testing.T) {
+		// orderTrail follows the order of the ids a walk reads, page after page:
+		// strictly ascending, strictly descending, or unordered for good; a page
+		// may begin with ids of the page before it (read again), which are
+		// skipped; it keeps the sort key of the highest id read.
+		type step struct {
+			ids  []string
+			want string
+		}
+		cases := []struct {
+			rule  string
+			pages []step
+			max   string // the id whose key is the highest read
+		}{
+			{"OneIDSaysNoOrderYet", []step{{[]string{"5"}, ""}}, "5"},
+			{"AnEmptyPageSaysNothing", []step{{nil, ""}, {[]string{}, ""}}, ""},
+			{"TwoRisingIDsAreAscending", []step{{[]string{"1", "2"}, ascending}}, "2"},
+			{"TwoFallingIDsAreDescending", []step{{[]string{"2", "1"}, descending}}, "2"},
+			{"TheSameIDTwiceInARowIsNoStrictOrder", []step{{[]string{"3", "3"}, unordered}}, "3"},
+			{"TheSameIDTwiceAfterARiseIsNoStrictOrder", []step{{[]string{"1", "2", "2"}, unordered}}, "2"},
+			{"TheSameIDTwiceAfterAFallIsNoStrictOrder", []step{{[]string{"3", "2", "2"}, unordered}}, "3"},
+			{"ARiseThenAFallIsUnordered", []step{{[]string{"1", "3", "2"}, unordered}}, "3"},
+			{"AFallThenARiseIsUnordered", []step{{[]string{"3", "1", "2"}, unordered}}, "3"},
+			{"WholeNumbersRiseByValueNotByBytes", []step{{[]string{"9", "10", "11"}, ascending}}, "11"},
+			{"WholeNumbersFallByValueNotByBytes", []step{{[]string{"100", "20", "3"}, descending}}, "100"},
+			{"TheOrderRunsOnAcrossPages", []step{{[]string{"1", "2"}, ascending}, {[]string{"3", "4"}, ascending}}, "4"},
+			{"APagesFirstIDIsComparedWithThePageBeforesLast", []step{{[]string{"1", "5"}, ascending}, {[]string{"4", "6"}, unordered}}, "6"},
+			{"ASingleIDOnTheNextPageSetsTheOrder", []step{{[]string{"7"}, ""}, {[]string{"8"}, ascending}}, "8"},
+			{"ASingleIDOnTheNextPageLowerIsDescending", []step{{[]string{"8"}, ""}, {[]string{"7"}, descending}}, "8"},
+			{"UnorderedIsForGood", []step{{[]string{"1", "3", "2"}, unordered}, {[]string{"4", "5"}, unordered}}, "5"},
+			{"IDsOfThePageBeforeReadAgainAreSkipped", []step{{[]string{"1", "2", "3"}, ascending}, {[]string{"2", "3", "4", "5"}, ascending}}, "5"},
+			{"IDsOfThePageBeforeReadAgainAreSkippedWhenDescending", []step{{[]string{"9", "8", "7"}, descending}, {[]string{"8", "7", "6"}, descending}}, "9"},
+			{"APageOfNothingButThePageBeforesIDsChangesNothing", []step{{[]string{"1", "2"}, ascending}, {[]string{"1", "2"}, ascending}, {[]string{"3"}, ascending}}, "3"},
+			{"OnlyALeadingRunOfThePageBeforesIDsIsSkipped", []step{{[]string{"1", "2", "3"}, ascending}, {[]string{"4", "2"}, unordered}}, "4"},
+			{"AnEmptyPageKeepsThePageBeforeToCompareWith", []step{{[]string{"1", "5"}, ascending}, {nil, ascending}, {[]string{"4"}, unordered}}, "5"},
+			{"TheHighestIDMayBeInTheMiddleOfAPage", []step{{[]string{"3", "10", "2"}, unordered}}, "10"},
+			{"TheHighestIDByTheOrderNotByBytes", []step{{[]string{"9", "10"}, ascending}}, "10"},
+			{"AnIDThatIsNotANumberIsAboveEveryNumber", []step{{[]string{"99", "a"}, ascending}}, "a"},
+		}
+		for _, c := range cases {
+			t.Run(c.rule, func(t *testing.T) {
+				var o orderTrail
+				for i, p := range c.pages {
+					if got := o.extend(p.ids); got != p.want {
+						t.Fatalf("after page %d %v: order %q, want %q", i+1, p.ids, got, p.want)
+					}
+				}
+				want := ""
+				if c.max != "" {
+					want = idKey(c.max)
+				}
+				if o.max != want {
+					t.Errorf("highest key %q, want %q (id %s)", o.max, want, c.max)
+				}
+			})
+		}
+
+		t.Run("ThePageBeforeIsTheLastNonEmptyPage", func(t *testing.T) {
+			var o orderTrail
+			o.extend([]string{"1", "2"})
+			o.extend(nil)
+			if o.last != "2" || !o.prev["1"] || !o.prev["2"] || len(o.prev) != 2 {
+				t.Errorf("after an empty page: last %q, page before %v", o.last, o.prev)
+			}
+			o.extend([]string{"3", "4"})
+			if o.last != "4" || o.prev["1"] || !o.prev["3"] || !o.prev["4"] {
+				t.Errorf("after a page: last %q, page before %v", o.last, o.prev)
+			}
+		})
+	})
+
+	t.Run("OfAListIsWhatItsLastTwoSweepsAgreeOn", func(t *testing.T) {
+		// A list's order is what its last two complete sweeps (newest first)
+		// showed, when both showed the same strict order; a list found to make
+		// follow runs miss records is unordered until reset.
+		cases := []struct {
+			orders  []string
+			demoted bool
+			want    string
+		}{
+			{nil, false, ""},
+			{[]string{ascending}, false, ""},
+			{[]string{descending}, false, ""},
+			{[]string{ascending, ascending}, false, ascending},
+			{[]string{descending, descending}, false, descending},
+			{[]string{ascending, ascending, descending}, false, ascending},
+			{[]string{descending, descending, unordered}, false, descending},
+			{[]string{ascending, descending}, false, unordered},
+			{[]string{descending, ascending}, false, unordered},
+			{[]string{unordered, unordered}, false, unordered},
+			{[]string{"", ""}, false, unordered},
+			{[]string{ascending, unordered}, false, unordered},
+			{[]string{unordered, ascending, ascending}, false, unordered},
+			{[]string{descending, ""}, false, unordered},
+			{[]string{ascending, ascending}, true, unordered},
+			{[]string{descending, descending}, true, unordered},
+			{nil, true, unordered},
+		}
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("orders=%s,demoted=%v", strings.Join(c.orders, "+"), c.demoted), func(t *testing.T) {
+				if got := listOrder(c.orders, c.demoted); got != c.want {
+					t.Errorf("listOrder(%v, %v) = %q, want %q", c.orders, c.demoted, got, c.want)
+				}
+			})
+		}
+	})
+
+	t.Run("IsFollowableOnlyWhenStrict", func(t *testing.T) {
+		// Only a list in a strict order of ids may be followed.
+		for order, want := range map[string]string{ascending: ascending, descending: descending, unordered: "", "": "", "sideways": ""} {
+			if got := followable(order); got != want {
+				t.Errorf("followable(%q) = %q, want %q", order, got, want)
+			}
+		}
+	})
+}
