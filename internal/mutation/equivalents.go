@@ -78,8 +78,10 @@ var Equivalents = map[string][]Equivalent{
 			"an unchanged page gives AfterWrite nothing to do"},
 	},
 	"internal/sync/order.go": {
-		{boundary, "if k := idKey(id); k > o.max {", ">",
+		{boundary, "if k := idKey(top); k > o.max {", ">",
 			"it assigns the value already held"},
+		{boundary, "if j == 0 || compareIDs(id, top) > 0 {", "> 0",
+			"it takes as the highest an id equal to the one held"},
 	},
 	"internal/erp/envelope.go": {
 		{boundary, "if len(body) > maxBody {", ">",

@@ -60,6 +60,28 @@ func TestOrder(t *testing.T) {
 		}
 	})
 
+	t.Run("ComparesIDsAsTheirKeysCompareWhateverTheirLengths", func(t *testing.T) {
+		long := func(n int, digit byte) string { return "9" + strings.Repeat(string(digit), n-1) }
+		ids := []string{"", "0", "7", "10", "0123", "a", "1a", "99999", long(9999, '9'), long(10000, '0'), long(10000, '1'),
+			long(10001, '0'), "1" + strings.Repeat("0", 9999), "x" + strings.Repeat("9", 10000)}
+		for _, a := range ids {
+			for _, b := range ids {
+				if got, want := compareIDs(a, b), strings.Compare(idKey(a), idKey(b)); got != want {
+					t.Errorf("compareIDs of ids of %d and %d bytes = %d, their keys compare %d", len(a), len(b), got, want)
+				}
+			}
+		}
+	})
+
+	t.Run("ComparesIDsWithoutWritingAKey", func(t *testing.T) {
+		// A sweep compares every id it reads, on the path between two
+		// commits.
+		order := 0
+		if n := testing.AllocsPerRun(100, func() { order += compareIDs("1000001", "A-1000002") + compareIDs("999", "1000") }); n != 0 {
+			t.Errorf("compareIDs allocated %.0f times a call", n)
+		}
+	})
+
 	t.Run("KeysWholeNumbersByTheirLengthThenTheirDigits", func(t *testing.T) {
 		for id, want := range map[string]string{"10": "0000210", "123456": "00006123456"} {
 			if k := idKey(id); k != want {
