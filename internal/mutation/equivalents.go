@@ -33,10 +33,11 @@ const (
 	boundary = "CONDITIONALS_BOUNDARY"
 	negation = "CONDITIONALS_NEGATION"
 	operator = "ARITHMETIC_BASE"
+	negative = "INVERT_NEGATIVES"
 )
 
 // shortNames are the mutators of Equivalents as the docs' table names them.
-var shortNames = map[string]string{boundary: "boundary", negation: "negation", operator: "operator"}
+var shortNames = map[string]string{boundary: "boundary", negation: "negation", operator: "operator", negative: "sign"}
 
 // Equivalents are the mutants of each target known to change nothing that
 // matters, by target file.
@@ -90,9 +91,11 @@ var Equivalents = map[string][]Equivalent{
 	"internal/erp/lister.go": {
 		{operator, `return l.unfollowable(fmt.Sprintf("recordsTotal is %d but the page from %d is empty", p.RecordsTotal, l.read-int64(len(p.Records))))`, "-int64",
 			"it subtracts the length of an empty page, 0"},
+		{negative, `return l.unfollowable(fmt.Sprintf("recordsTotal is %d but the page from %d is empty", p.RecordsTotal, l.read-int64(len(p.Records))))`, "-int64",
+			"it subtracts the length of an empty page, 0"},
 	},
 	"internal/erp/scan.go": {
-		{boundary, "for c := 0x20; c < utf8.RuneSelf; c++ {", "<",
+		{negation, "for c := 0x20; c < utf8.RuneSelf; c++ {", "<",
 			"the table only speeds the scan up: a byte outside it takes the slow path to the same answer"},
 		{boundary, `if i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {`, "<=",
 			"differs only for an input cut right after a surrogate pair, with the same error at the same offset"},

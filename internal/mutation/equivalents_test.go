@@ -2,6 +2,7 @@ package mutation
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,18 +84,28 @@ func TestEquivalents(t *testing.T) {
 	})
 }
 
+var update = flag.Bool("update", false, "rewrite docs/testing.md's table of equivalent mutants from Equivalents")
+
 func TestTheDocsNameEveryEquivalent(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "testing.md"))
+	docPath := filepath.Join(root, "docs", "testing.md")
+	doc, err := os.ReadFile(docPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const begin, end = "<!-- equivalents: internal/mutation/equivalents.go -->\n", "<!-- end of equivalents -->"
-	_, rest, ok := strings.Cut(string(doc), begin)
-	table, _, ok2 := strings.Cut(rest, end)
+	before, rest, ok := strings.Cut(string(doc), begin)
+	table, after, ok2 := strings.Cut(rest, end)
 	if !ok || !ok2 {
 		t.Fatalf("docs/testing.md has no table between %q and %q", begin, end)
 	}
-	if want := EquivalentsTable(); table != want {
-		t.Errorf("docs/testing.md's table of equivalents is not Equivalents; it should read:\n%s", want)
+	want := EquivalentsTable()
+	if *update {
+		if err := os.WriteFile(docPath, []byte(before+begin+want+end+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if table != want {
+		t.Errorf("docs/testing.md's table of equivalents is not Equivalents (go test ./internal/mutation -run TestTheDocsNameEveryEquivalent -update rewrites it); it should read:\n%s", want)
 	}
 }
