@@ -99,6 +99,34 @@ func TestScanner(t *testing.T) {
 		}
 	})
 
+	// A key first met after the object outgrew smallObject is indexed as
+	// it comes, at its place among the record's own fields: a page's
+	// later records start further into the fields, and a repeat of such
+	// a key must still overwrite its own record's field.
+	t.Run("KeepsTheLastOfAKeyIndexedAsItCameInEveryRecordOfAPage", func(t *testing.T) {
+		raw := manyKeys(smallObject + 4)
+		last := fmt.Sprintf("k%d", smallObject+3)
+		var b strings.Builder
+		b.WriteString("[")
+		for i := range 3 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.Write(raw[:len(raw)-1])
+			fmt.Fprintf(&b, `,%q:"again %d"}`, last, i)
+		}
+		b.WriteString("]")
+		p, err := DecodePage("/r/", []byte(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, rec := range p.Parsed {
+			if v, _ := rec.Get(last); rec.Len() != smallObject+4 || string(v) != fmt.Sprintf(`"again %d"`, i) {
+				t.Errorf("record %d: %d fields, %s = %s", i, rec.Len(), last, v)
+			}
+		}
+	})
+
 	// Two keys of one hash (too rare to meet by chance) are still told apart.
 	t.Run("TellsApartTwoKeysOfOneHash", func(t *testing.T) {
 		s := scanner{b: []byte(`"a" "b" "b" "a"`)}

@@ -105,6 +105,16 @@ var Equivalents = map[string][]Equivalent{
 			"it stores a value equal to the one held"},
 		{boundary, "if d := int(min(int64(fracLen)-exp, statCeiling)); d > s.st.FracDigits {", "> s.st",
 			"it stores a value equal to the one held"},
+		{boundary, "if index == nil && !escaped && len(dst)-from < smallObject {", "< smallObject",
+			"an object is indexed from one field later: only the speed changes"},
+		{operator, "bit <<= (uint(n) + uint(key[0])*7 + uint(key[n-1])*13) & 63", "+ uint(key[0])", "the sketch picks another bit for a key: any bit a key always gets is as right, and only the comparisons it spares change"},
+		{operator, "bit <<= (uint(n) + uint(key[0])*7 + uint(key[n-1])*13) & 63", "*7", "the sketch picks another bit for a key: any bit a key always gets is as right, and only the comparisons it spares change"},
+		{operator, "bit <<= (uint(n) + uint(key[0])*7 + uint(key[n-1])*13) & 63", "+ uint(key[n-1])", "the sketch picks another bit for a key: any bit a key always gets is as right, and only the comparisons it spares change"},
+		{operator, "bit <<= (uint(n) + uint(key[0])*7 + uint(key[n-1])*13) & 63", "*13", "the sketch picks another bit for a key: any bit a key always gets is as right, and only the comparisons it spares change"},
+		{negation, "if *sketch&bit == 0 {", "==",
+			"the sketch never gets a bit, so every key is searched for among the fields: slower, the same fields"},
+		{operator, "index := make(map[uint64]int32, 4*smallObject)", "*smallObject",
+			"a map's capacity hint"},
 	},
 }
 
