@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +33,23 @@ func TestNearest(t *testing.T) {
 				t.Errorf("nearest(%q) = %q, want none", word, got)
 			}
 		}
+	})
+}
+
+// TestAMissingPassword is the error of a login without a password: it
+// names every place the password may be given, as the operator would
+// write it, and those places only.
+func TestAMissingPassword(t *testing.T) {
+	t.Run("NamesTheVariableAndItsFileWhenTheLoginIsOfTheVariables", func(t *testing.T) {
+		_, err := Load([]string{"ERPSYNC_ERP_BASE_URL=https://erp.example.com", "ERPSYNC_ERP_USERNAME=integration"}, Options{Streams: testSpecs, NeedERP: true})
+		wantConfigError(t, err, "login integration has no password: set ERPSYNC_ERP_PASSWORD or ERPSYNC_ERP_PASSWORD_FILE")
+		if strings.Contains(err.Error(), ", or") {
+			t.Errorf("%v: the variable named twice", err)
+		}
+	})
+	t.Run("NamesTheKeyAndTheVariablesWhenTheLoginIsOfTheFile", func(t *testing.T) {
+		file := writeFile(t, "c.yaml", "sources:\n  - base_url: https://erp.example.com\n    username: u\n")
+		_, err := Load([]string{"ERPSYNC_CONFIG=" + file}, Options{Streams: testSpecs, NeedERP: true})
+		wantConfigError(t, err, "login u has no password: set sources[0].password_file, or ERPSYNC_ERP_PASSWORD / ERPSYNC_ERP_PASSWORD_FILE")
 	})
 }
