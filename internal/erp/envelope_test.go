@@ -267,6 +267,14 @@ func TestDecodePage(t *testing.T) {
 				contains: []string{"/r/", "unknown list envelope", "top-level keys: alpha, items, ok, zeta"},
 			},
 			{
+				// An empty object is an envelope without a list, read to its
+				// end: not malformed.
+				name:     "EmptyObject",
+				body:     ` { } `,
+				envErr:   true,
+				contains: []string{"/r/", "unknown list envelope"},
+			},
+			{
 				name:     "DataIsAnObject",
 				body:     `{"ok":true,"data":{"id":1}}`,
 				envErr:   true,
