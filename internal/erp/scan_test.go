@@ -99,6 +99,17 @@ func TestScanner(t *testing.T) {
 		}
 	})
 
+	t.Run("ReadsEveryHexDigitOfAUnicodeEscape", func(t *testing.T) {
+		// Both cases of each letter, and both ends of each range of digits.
+		r, err := ParseRecord([]byte(`{"k":"\u0123\u4567\u89ab\ucdef\u89AB\uCDEF\u0aAf\u0F0f"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok, err := r.Text("k"); err != nil || !ok || v != "\u0123\u4567\u89ab\ucdef\u89ab\ucdef\u0aaf\u0f0f" {
+			t.Errorf("k = %+q, %v, %v", v, ok, err)
+		}
+	})
+
 	// A key first met after the object outgrew smallObject is indexed as
 	// it comes, at its place among the record's own fields: a page's
 	// later records start further into the fields, and a repeat of such

@@ -99,6 +99,8 @@ var Equivalents = map[string][]Equivalent{
 			"the table only speeds the scan up: a byte outside it takes the slow path to the same answer"},
 		{boundary, `if i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {`, "<=",
 			"differs only for an input cut right after a surrogate pair, with the same error at the same offset"},
+		{boundary, "case c < 0x20:", "<",
+			"a space, 0x20, never reaches this switch: strPlain passes it before"},
 		{boundary, "if exp < expCeiling {", "<",
 			"the exponent's clamp makes both sides equal"},
 		{boundary, "if d := int(min(int64(intLen-lead)+exp, statCeiling)); d > s.st.IntDigits {", "> s.st",
