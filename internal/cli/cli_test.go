@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	gosync "sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/sync/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 const (
@@ -30,25 +29,6 @@ const (
 	// goodPassword is the simulator's password in the tests that log in.
 	goodPassword = "s3cret-RIGHT-pw-Zq9x"
 )
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers (the logger
-// may be used from more than one goroutine).
-type syncBuffer struct {
-	mu gosync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type result struct {
 	code           int
@@ -64,7 +44,7 @@ func (r result) String() string {
 // runMain runs one command in-process with an explicit environment.
 func runMain(t *testing.T, environ []string, args ...string) result {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	code := Main(args, environ, strings.NewReader(""), &stdout, &stderr)
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 // TestSimulate documents `erpsync simulate`, the ERP simulator served for docker-
@@ -209,7 +210,7 @@ func TestSimulate(t *testing.T) {
 
 // simulating serves `erpsync simulate` with args on a free port until the
 // test ends; it returns the base URL and the output so far.
-func simulating(t *testing.T, args ...string) (string, *syncBuffer) {
+func simulating(t *testing.T, args ...string) (string, *testutil.Buffer) {
 	t.Helper()
 	e := &command{args: append([]string{"--addr", "127.0.0.1:0"}, args...)}
 	sm, err := e.simulationFlags()
@@ -221,7 +222,7 @@ func simulating(t *testing.T, args ...string) (string, *syncBuffer) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- sm.serve(ctx, ln, out) }()
 	t.Cleanup(func() {

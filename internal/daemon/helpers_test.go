@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -39,27 +38,9 @@ import (
 // TestMain checks, after the tests, that no goroutine was left behind.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// logBuffer collects the daemon's log; it is read while the daemon writes.
-type logBuffer struct {
-	mu gosync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // testLog is a logger writing into a buffer the test can read.
-func testLog() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+func testLog() (*slog.Logger, *testutil.Buffer) {
+	b := &testutil.Buffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 
@@ -128,7 +109,7 @@ type harness struct {
 	pool   *pgxpool.Pool
 	d      *Daemon
 	m      *metrics.Metrics
-	logs   *logBuffer
+	logs   *testutil.Buffer
 	base   string // http://127.0.0.1:port of the endpoints
 	ln     net.Listener
 	http   *http.Client
@@ -149,7 +130,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	dbURL := testdb.New(t)
 	pool := testdb.ObserverPool(t, dbURL)
-	h := &harness{t: t, dbURL: dbURL, pool: pool, logs: &logBuffer{}, prefetch: 1, maxRuns: 8,
+	h := &harness{t: t, dbURL: dbURL, pool: pool, logs: &testutil.Buffer{}, prefetch: 1, maxRuns: 8,
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	t.Cleanup(func() {
 		if t.Failed() {

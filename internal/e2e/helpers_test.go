@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	gosync "sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/testdb"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 const (
@@ -29,30 +28,11 @@ const (
 	invoicesPath  = "/sales/api/invoices/list/"
 )
 
-// syncBuffer collects a child's output; it may be read (for a failure
-// message) while the child still writes.
-type syncBuffer struct {
-	mu gosync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // process is one run of the binary.
 type process struct {
 	n              int
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr testutil.Buffer
 	done           chan struct{}
 	err            error // valid once done is closed
 }

@@ -1,14 +1,13 @@
 package sync_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	gosync "sync"
 	"testing"
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/testutil"
 )
 
 const (
@@ -284,24 +283,13 @@ const (
 )
 
 // guardLog keeps a runner's JSON log lines.
-type guardLog struct {
-	mu  gosync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *guardLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type guardLog struct{ testutil.Buffer }
 
 // last is the last line logged with message msg, decoded (nil if none).
 func (l *guardLog) last(t *testing.T, msg string) map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var found map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
