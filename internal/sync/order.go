@@ -21,15 +21,7 @@ func idKey(id string) string {
 // wholeNumber: id is digits only, without a leading zero (0 itself is
 // one).
 func wholeNumber(id string) bool {
-	if id == "" || (id[0] == '0' && len(id) > 1) {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < '0' || id[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return digitsOnly(id) && (len(id) == 1 || id[0] != '0')
 }
 
 // compareIDs orders two ids by the rule above, as their keys compare,

@@ -458,9 +458,9 @@ func parseISODate(s string) (time.Time, bool) {
 }
 
 // digitsOnly: raw is a non-empty run of ASCII digits.
-func digitsOnly(raw []byte) bool {
-	for _, c := range raw {
-		if c < '0' || c > '9' {
+func digitsOnly[T ~string | ~[]byte](raw T) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] < '0' || raw[i] > '9' {
 			return false
 		}
 	}
