@@ -39,6 +39,16 @@ const (
 // shortNames are the mutators of Equivalents as the docs' table names them.
 var shortNames = map[string]string{boundary: "boundary", negation: "negation", operator: "operator", negative: "sign"}
 
+// Lines that more than one listed mutant changes, and why those live.
+const (
+	betweenBounds = "if compareIDs(low, id) < 0 && compareIDs(id, high) < 0 {"
+	boundSeen     = "a gone id never equals a page's bound: the bound was seen in this sweep"
+	emptyPageLine = `return l.unfollowable(fmt.Sprintf("recordsTotal is %d but the page from %d is empty", p.RecordsTotal, l.read-int64(len(p.Records))))`
+	emptyPageWhy  = "it subtracts the length of an empty page, 0"
+	sketchBit     = "bit <<= (uint(n) + uint(key[0])*7 + uint(key[n-1])*13) & 63"
+	sketchWhy     = "the sketch picks another bit for a key: any bit a key always gets is as right, and only the comparisons it spares change"
+)
+
 // Equivalents are the mutants of each target known to change nothing that
 // matters, by target file.
 var Equivalents = map[string][]Equivalent{
@@ -55,10 +65,8 @@ var Equivalents = map[string][]Equivalent{
 			"with a stated total of 0 no count of distinct rows falls short of it"},
 		{boundary, "if n > 0 {", "> 0",
 			"with no row gone, asking which moved returns nothing: only two queries more"},
-		{boundary, "if compareIDs(low, id) < 0 && compareIDs(id, high) < 0 {", "< 0 &&",
-			"a gone id never equals a page's bound: the bound was seen in this sweep"},
-		{boundary, "if compareIDs(low, id) < 0 && compareIDs(id, high) < 0 {", "< 0 {",
-			"a gone id never equals a page's bound: the bound was seen in this sweep"},
+		{boundary, betweenBounds, "< 0 &&", boundSeen},
+		{boundary, betweenBounds, "< 0 {", boundSeen},
 	},
 	"internal/sync/follow.go": {
 		{negation, "if len(orders) == 0 {", "==",
@@ -89,10 +97,8 @@ var Equivalents = map[string][]Equivalent{
 			"only a body of exactly the 2 GiB limit tells them apart"},
 	},
 	"internal/erp/lister.go": {
-		{operator, `return l.unfollowable(fmt.Sprintf("recordsTotal is %d but the page from %d is empty", p.RecordsTotal, l.read-int64(len(p.Records))))`, "-int64",
-			"it subtracts the length of an empty page, 0"},
-		{negative, `return l.unfollowable(fmt.Sprintf("recordsTotal is %d but the page from %d is empty", p.RecordsTotal, l.read-int64(len(p.Records))))`, "-int64",
-			"it subtracts the length of an empty page, 0"},
+		{operator, emptyPageLine, "-int64", emptyPageWhy},
+		{negative, emptyPageLine, "-int64", emptyPageWhy},
 	},
 	"internal/erp/scan.go": {
 		{negation, "for c := 0x20; c < utf8.RuneSelf; c++ {", "<",
@@ -109,10 +115,10 @@ var Equivalents = map[string][]Equivalent{
 			"it stores a value equal to the one held"},
 		{boundary, "if index == nil && !escaped && len(dst)-from < smallObject {", "< smallObject",
 			"an object is indexed from one field later: only the speed changes"},
-		{operator, "bit <<= (uint(n) + uint(key[0])*7 + uint(key[n-1])*13) & 63", "+ uint(key[0])", "the sketch picks another bit for a key: any bit a key always gets is as right, and only the comparisons it spares change"},
-		{operator, "bit <<= (uint(n) + uint(key[0])*7 + uint(key[n-1])*13) & 63", "*7", "the sketch picks another bit for a key: any bit a key always gets is as right, and only the comparisons it spares change"},
-		{operator, "bit <<= (uint(n) + uint(key[0])*7 + uint(key[n-1])*13) & 63", "+ uint(key[n-1])", "the sketch picks another bit for a key: any bit a key always gets is as right, and only the comparisons it spares change"},
-		{operator, "bit <<= (uint(n) + uint(key[0])*7 + uint(key[n-1])*13) & 63", "*13", "the sketch picks another bit for a key: any bit a key always gets is as right, and only the comparisons it spares change"},
+		{operator, sketchBit, "+ uint(key[0])", sketchWhy},
+		{operator, sketchBit, "*7", sketchWhy},
+		{operator, sketchBit, "+ uint(key[n-1])", sketchWhy},
+		{operator, sketchBit, "*13", sketchWhy},
 		{negation, "if *sketch&bit == 0 {", "==",
 			"the sketch never gets a bit, so every key is searched for among the fields: slower, the same fields"},
 		{operator, "index := make(map[uint64]int32, 4*smallObject)", "*smallObject",
