@@ -111,7 +111,7 @@ type schedules struct {
 }
 
 func invoiceDefaults() (schedules, error) {
-	info := streams.Invoices().Info()
+	info := streams.Invoices().Declared()
 	s := schedules{followSpec: info.ScheduleDefault(), sweepSpec: info.SweepScheduleDefault()}
 	for _, x := range []struct {
 		spec string

@@ -335,7 +335,7 @@ func specs(c *sync.Catalog) []config.StreamSpec {
 	var out []config.StreamSpec
 	for _, n := range c.Names() {
 		s, _ := c.Lookup(n)
-		info := s.Info()
+		info := s.Declared()
 		sp := config.StreamSpec{Name: n, Schedule: info.ScheduleDefault(), Follows: info.Follows, SweepSchedule: info.SweepScheduleDefault(),
 			Core: info.Core, History: info.History != sync.NoHistory}
 		for _, set := range info.Settings {

@@ -130,7 +130,7 @@ func printProbe(w io.Writer, lines []probeLine) {
 			order = "unknown"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Source, l.Stream, dash(login), l.Route, status,
-			l.Contract, dash(paging), l.Records, l.WithID, labels, listScope(l.ListScope), dash(order), dash(moneySummary(l.Money)),
+			l.Contract, dash(paging), l.Records, l.WithID, labels, listScope(l.ListScope), dash(string(order)), dash(moneySummary(l.Money)),
 			dash(fieldSummary(l.Missing, l.Unexpected)), oneLine(verdict, 160))
 	}
 	tw.Flush()

@@ -41,13 +41,13 @@ func cmdStatus(e *command) error {
 	}
 	if len(named) > 0 {
 		st = slices.DeleteFunc(st, func(s model.StreamStatus) bool {
-			return !slices.ContainsFunc(named, func(n sync.Stream) bool { return n.Name() == s.Stream })
+			return !slices.ContainsFunc(named, func(n sync.Stream) bool { return n.Declared().Name == s.Stream })
 		})
 	}
 	warn(st, cfg, time.Now())
 	for i := range st {
 		if s, ok := e.catalog.Lookup(st[i].Stream); ok {
-			st[i].Contract = s.Info().Contract.String()
+			st[i].Contract = s.Declared().Contract.String()
 		}
 	}
 	if *asJSON {
@@ -145,7 +145,7 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 			follow += " (swept: " + s.FollowSwept + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(s.Login), dash(s.Contract),
-			schedules(s), listScope(s.ListScope), dash(s.ListOrder), dash(string(s.LastRunStatus)), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweep,
+			schedules(s), listScope(s.ListScope), dash(string(s.ListOrder)), dash(string(s.LastRunStatus)), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweep,
 			follow, dash(oneLine(s.LastError, 80)), dash(s.Warning))
 	}
 	tw.Flush()

@@ -148,12 +148,12 @@ func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sy
 				skipped++
 				continue
 			}
-			results := run(ctx, stop, t, s, progressPrinter(term, src.Name, s.Name(), len(t.Logins) > 1))
+			results := run(ctx, stop, t, s, progressPrinter(term, src.Name, s.Declared().Name, len(t.Logins) > 1))
 			term.clear()
 			for _, res := range results {
 				switch {
 				case errors.Is(res.Err, sync.ErrBusy):
-					fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Name())
+					fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Declared().Name)
 				case res.Err != nil && res.Status != model.StatusCancelled:
 					failed++
 				}
@@ -176,7 +176,7 @@ func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sy
 func followable(streams []sync.Stream, named bool) ([]sync.Stream, error) {
 	var out, cannot []sync.Stream
 	for _, s := range streams {
-		if s.Info().Follows {
+		if s.Declared().Follows {
 			out = append(out, s)
 		} else {
 			cannot = append(cannot, s)
@@ -184,7 +184,7 @@ func followable(streams []sync.Stream, named bool) ([]sync.Stream, error) {
 	}
 	if named && len(cannot) > 0 {
 		return nil, usageErrorf("--follow: %s cannot be followed (read whole on every run); only lists paged by cursor or start/length can",
-			cannot[0].Name())
+			cannot[0].Declared().Name)
 	}
 	return out, nil
 }

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/erpsync/erpsync/internal/db"
@@ -501,8 +500,8 @@ func TestDaemon(t *testing.T) {
 // on its first call.
 func panicStream(calls *atomic.Int64) sync.Stream {
 	s := streams.Cashboxes()
-	s.Stream = "test_panics"
-	s.AfterWrite = func(context.Context, pgx.Tx, model.Scope, []string) error {
+	s.Name = "test_panics"
+	s.AfterWrite = func(context.Context, db.Tx, model.Scope, []string) error {
 		if calls.Add(1) == 1 {
 			panic("test_panics: deliberate panic in AfterWrite")
 		}

@@ -111,7 +111,7 @@ func (s *scheduler) Start(ctx context.Context) error {
 			// (An empty sweep schedule is the schedule, as the
 			// configuration reads it.)
 			sweepSpec := cmp.Or(sc.SweepSchedule, sc.Schedule)
-			follows := st.Info().Follows && sweepSpec != sc.Schedule
+			follows := st.Declared().Follows && sweepSpec != sc.Schedule
 			sweep, err := s.newJob(src.Name, st, target, sweepSpec, model.KindSweep, now)
 			if err != nil {
 				return err
@@ -145,9 +145,9 @@ func (s *scheduler) Start(ctx context.Context) error {
 func (s *scheduler) newJob(source string, st sync.Stream, target sync.Target, spec string, kind model.RunKind, now time.Time) (*job, error) {
 	sched, err := config.ParseSchedule(spec)
 	if err != nil {
-		return nil, fmt.Errorf("source %s stream %s: schedule %q: %w", source, st.Name(), spec, err)
+		return nil, fmt.Errorf("source %s stream %s: schedule %q: %w", source, st.Declared().Name, spec, err)
 	}
-	log := s.deps.Log.With("source", source, "stream", st.Name())
+	log := s.deps.Log.With("source", source, "stream", st.Declared().Name)
 	if kind != model.KindSweep {
 		log = log.With("kind", kind)
 	}
@@ -235,7 +235,7 @@ func (j *job) loop(ctx context.Context) {
 			if j.s.draining() {
 				return
 			}
-			j.s.deps.Metrics.Skipped(j.target.Source, j.stream.Name(), skipped)
+			j.s.deps.Metrics.Skipped(j.target.Source, j.stream.Declared().Name, skipped)
 			j.log.Info("tick skipped: no slot came free before the next tick", "waiting_for", skipped)
 			next = after
 			continue
@@ -248,7 +248,7 @@ func (j *job) loop(ctx context.Context) {
 			// also mean that no holder of the lock is stuck.
 			release()
 			if j.kind == model.KindSweep {
-				j.s.deps.Metrics.LockHeldByOther(j.target.Source, j.stream.Name(), 0)
+				j.s.deps.Metrics.LockHeldByOther(j.target.Source, j.stream.Declared().Name, 0)
 			}
 			j.setStuck("")
 			next = wake
@@ -306,7 +306,7 @@ func (j *job) due(ctx context.Context) (due []sync.Login, wake time.Time) {
 	if j.kind == model.KindFollow {
 		last = db.LastFollowed
 	}
-	completed, err := last(ctx, j.s.runner.Pool, j.target.Source, j.stream.Name())
+	completed, err := last(ctx, j.s.runner.Pool, j.target.Source, j.stream.Declared().Name)
 	if err != nil {
 		completed = nil
 	}
@@ -367,7 +367,7 @@ func (j *job) run(ctx context.Context, due []sync.Login) {
 // stream's lock, and reports a holder that has kept it too long: its data
 // then go stale without any run failing.
 func (j *job) checkLock(ctx context.Context, busy bool) {
-	source, stream := j.target.Source, j.stream.Name()
+	source, stream := j.target.Source, j.stream.Declared().Name
 	m := j.s.deps.Metrics
 	// The lock's gauge is the complete sweeps' (their schedule is the
 	// one it is judged against); a follow lock held too long shows as
@@ -410,7 +410,7 @@ func (j *job) checkLock(ctx context.Context, busy bool) {
 // setStuck records (or, with "", clears) a lock held too long.
 func (j *job) setStuck(msg string) {
 	j.stuck = msg != ""
-	key := j.target.Source + "/" + j.stream.Name() + "/" + string(j.kind)
+	key := j.target.Source + "/" + j.stream.Declared().Name + "/" + string(j.kind)
 	j.s.stuckMu.Lock()
 	defer j.s.stuckMu.Unlock()
 	if msg == "" {

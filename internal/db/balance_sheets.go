@@ -42,7 +42,7 @@ func TreeDigest(nodes []TreeNode) string {
 
 // ClaimLegacySnapshots hands the snapshots written before logins (login
 // empty) to the first login of their source that runs the stream.
-func ClaimLegacySnapshots(ctx context.Context, tx pgx.Tx, sc model.Scope) error {
+func ClaimLegacySnapshots(ctx context.Context, tx Tx, sc model.Scope) error {
 	_, err := tx.Exec(ctx, `
 UPDATE erp.balance_sheet_snapshots SET login = $2
 WHERE source = $1 AND login = '' AND $2 <> ''
@@ -74,7 +74,7 @@ func BalanceSheetDates(ctx context.Context, q Reader, sc model.Scope) (map[strin
 // one stored is the same, node for node; the table's trigger keeps a tree
 // it replaces in erp.balance_sheet_snapshot_history. It returns whether
 // it wrote.
-func ReplaceBalanceSheet(ctx context.Context, tx pgx.Tx, sc model.Scope, asOf string, nodes []TreeNode) (bool, error) {
+func ReplaceBalanceSheet(ctx context.Context, tx Tx, sc model.Scope, asOf string, nodes []TreeNode) (bool, error) {
 	want := TreeDigest(nodes)
 	var have string
 	err := tx.QueryRow(ctx, `

@@ -107,7 +107,7 @@ type Bookkeeping struct {
 
 // SendBookkeeping queues bk after the statements b holds, and runs them
 // all in tx in one round trip; it returns the first error.
-func SendBookkeeping(ctx context.Context, tx pgx.Tx, b *pgx.Batch, bk Bookkeeping) error {
+func SendBookkeeping(ctx context.Context, tx Tx, b *pgx.Batch, bk Bookkeeping) error {
 	queueInsertRejected(b, bk.Key.Source, bk.Key.Stream, bk.Run, bk.Rejected)
 	queueRecordDrift(b, bk.Key.Source, bk.Key.Stream, bk.Drift)
 	if bk.NoFlush {

@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/model"
 )
 
@@ -26,8 +24,8 @@ type AccessRow struct {
 // revived. Unchanged grants are not touched. As for entity rows, labels
 // change only with a cashbox's own, or when the row is marked stale (see
 // stale). Grants no longer listed are marked at the end of the read,
-// through the deletion guard (CashboxAccessGone).
-func UpsertCashboxAccess(ctx context.Context, tx pgx.Tx, sc model.Scope, cashbox string, lb Labels, rows []AccessRow) (UpsertResult, error) {
+// through the deletion decision (CashboxAccess, a ChildTable).
+func UpsertCashboxAccess(ctx context.Context, tx Tx, sc model.Scope, cashbox string, lb Labels, rows []AccessRow) (UpsertResult, error) {
 	users := make([]string, len(rows))
 	payloads := make([][]byte, len(rows))
 	hashes := make([][]byte, len(rows))
@@ -62,45 +60,6 @@ SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FR
 	return res, nil
 }
 
-// AccessListed is what a complete read of the access lists found: each
-// grant listed (Cashboxes[i], Users[i]), and the cashboxes whose grants
-// are kept as they are (their access route answered 404).
-type AccessListed struct {
-	Cashboxes, Users []string
-	Kept             []string
-}
-
-// accessGone is the scope's live grants a read no longer listed.
-const accessGone = `t.source = $1 AND t.deleted_at IS NULL AND %s
-  AND t.cashbox_id <> ALL (coalesce($6::text[], '{}'))
-  AND NOT EXISTS (SELECT 1 FROM unnest($4::text[], $5::text[]) AS k(cashbox_id, usr) WHERE k.cashbox_id = t.cashbox_id AND k.usr = t."user")`
-
-// CashboxAccessGone counts the scope's live grants the read did not list,
-// and all its live grants; with digest, it names the gone ones by a
-// digest of their (cashbox, user) pairs.
-func CashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, l AccessListed, digest bool) (gone, live int64, d []byte, err error) {
-	err = tx.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE gone), count(*),
-       CASE WHEN $8 THEN sha256(convert_to(string_agg(cashbox_id || E'\t' || "user", E'\n' ORDER BY cashbox_id COLLATE "C", "user" COLLATE "C")
-           FILTER (WHERE gone), 'UTF8')) END
-FROM (SELECT t.cashbox_id, t."user", (`+fmt.Sprintf(accessGone, "true")+`) AS gone
-      FROM erp.cashbox_access t
-      WHERE t.source = $1 AND t.deleted_at IS NULL AND `+decidedBy("t", "$2", "$3", "$7")+`) x`,
-		sc.Source, sc.CompanyID, sc.BranchID, l.Cashboxes, l.Users, l.Kept, listedBy(sc), digest).Scan(&gone, &live, &d)
-	if err != nil {
-		return 0, 0, nil, fmt.Errorf("cashbox_access no longer listed: %w", Describe(err))
-	}
-	return gone, live, d, nil
-}
-
-// MarkCashboxAccessGone marks deleted the scope's live grants the read
-// did not list.
-func MarkCashboxAccessGone(ctx context.Context, tx pgx.Tx, sc model.Scope, l AccessListed) (int64, error) {
-	tag, err := tx.Exec(ctx, `UPDATE erp.cashbox_access t SET deleted_at = now() WHERE `+
-		fmt.Sprintf(accessGone, decidedBy("t", "$2", "$3", "$7")),
-		sc.Source, sc.CompanyID, sc.BranchID, l.Cashboxes, l.Users, l.Kept, listedBy(sc))
-	if err != nil {
-		return 0, fmt.Errorf("cashbox_access no longer listed: %w", Describe(err))
-	}
-	return tag.RowsAffected(), nil
-}
+// CashboxAccess is erp.cashbox_access as a table of children: each
+// cashbox's grants, keyed by the user they grant.
+var CashboxAccess = &ChildTable{Name: "erp.cashbox_access", Parent: "cashbox_id", Child: "user"}

@@ -26,10 +26,10 @@ type Checkpoint struct {
 	LastCompleted time.Time
 	Held          Held
 	// What the sweep in progress learnt of the list so far: the order of
-	// its ids ("" while fewer than two were read), the last id of its
-	// last page, the sort key of its highest id, and that of the highest
-	// id follow runs had read when it began.
-	Order, LastID, MaxKey, FollowedKey string
+	// its ids (unknown while fewer than two were read), the last id of
+	// its last page and the sort key of its highest id.
+	Order          model.Order
+	LastID, MaxKey string
 }
 
 // Held is a deletion the guard did not apply: rows a complete sweep found
@@ -61,13 +61,13 @@ func LoadCheckpoint(ctx context.Context, q Querier, k model.Key) (Checkpoint, er
 	cp := Checkpoint{Key: k}
 	var sweepID, lastSweep *int64
 	var started, completed, heldSince *time.Time
-	var cursor, order, lastID, maxKey, followed *string
+	var cursor, order, lastID, maxKey *string
 	err := q.QueryRow(ctx, `
 SELECT sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, last_sweep_id, last_sweep_completed_at,
-       held_deletions, held_digest, held_sweeps, held_since, sweep_order, sweep_last_id, sweep_max_key, sweep_followed_key
+       held_deletions, held_digest, held_sweeps, held_since, sweep_order, sweep_last_id, sweep_max_key
 FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).
 		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.BulkLoad, &lastSweep, &completed,
-			&cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince, &order, &lastID, &maxKey, &followed)
+			&cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince, &order, &lastID, &maxKey)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cp, nil
 	}
@@ -80,7 +80,7 @@ FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.S
 	cp.SweepStarted = deref(started)
 	cp.LastCompleted = deref(completed)
 	cp.Held.Since = deref(heldSince)
-	cp.Order, cp.LastID, cp.MaxKey, cp.FollowedKey = deref(order), deref(lastID), deref(maxKey), deref(followed)
+	cp.Order, cp.LastID, cp.MaxKey = model.ParseOrder(deref(order)), deref(lastID), deref(maxKey)
 	return cp, nil
 }
 
@@ -130,18 +130,15 @@ func StartSweep(ctx context.Context, q Querier, was Checkpoint, t *Table) (Check
 	cp := Checkpoint{Key: k, BulkLoad: bulkLoad}
 	var heldSince *time.Time
 	err = q.QueryRow(ctx, `
-INSERT INTO erp.sync_checkpoints AS c (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load,
-    sweep_followed_key, updated_at)
-VALUES ($1, $2, $4, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3,
-    (SELECT followed_key FROM erp.sync_follow WHERE source = $1 AND stream = $2 AND login = $4), now())
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, updated_at)
+VALUES ($1, $2, $4, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3, now())
 ON CONFLICT (source, stream, login) DO UPDATE SET
     sweep_id = EXCLUDED.sweep_id, sweep_started_at = EXCLUDED.sweep_started_at, cursor = NULL,
     pages = 0, rows = 0, bulk_load = EXCLUDED.bulk_load, sweep_order = NULL, sweep_last_id = NULL, sweep_max_key = NULL,
-    sweep_followed_key = EXCLUDED.sweep_followed_key, updated_at = now()
-RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions, held_digest, held_sweeps, held_since,
-    coalesce(sweep_followed_key, '')`,
+    updated_at = now()
+RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions, held_digest, held_sweeps, held_since`,
 		k.Source, k.Stream, bulkLoad, k.Login).
-		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID, &cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince, &cp.FollowedKey)
+		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID, &cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince)
 	if err != nil {
 		return cp, fmt.Errorf("starting sweep %s: %w", k, Describe(err))
 	}
@@ -150,22 +147,22 @@ RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions
 }
 
 // queueAdvanceCheckpoint queues, in the pages' transaction, the record of
-// committed pages: the cursor of the next page, the counters, and what the
-// sweep learnt of the list (next's Order, LastID and MaxKey). cp becomes
-// next when the batch runs.
-func queueAdvanceCheckpoint(b *pgx.Batch, cp *Checkpoint, next Checkpoint, pages, rows int64) {
+// committed pages: the cursor of the next page, the counters (pages and
+// rows more), and what the sweep learnt of the list (next's Order, LastID
+// and MaxKey). It fails the transaction when the sweep is no longer the
+// login's current one.
+func queueAdvanceCheckpoint(b *pgx.Batch, next Checkpoint, pages, rows int64) {
+	k := next.Key
 	b.Queue(`
 UPDATE erp.sync_checkpoints SET cursor = $4, pages = pages + $5, rows = rows + $6, sweep_order = nullif($8, ''),
     sweep_last_id = nullif($9, ''), sweep_max_key = nullif($10, ''), updated_at = now()
 WHERE source = $1 AND stream = $2 AND login = $7 AND sweep_id = $3`,
-		cp.Key.Source, cp.Key.Stream, cp.SweepID, next.Cursor, pages, rows, cp.Key.Login, next.Order, next.LastID, next.MaxKey).
+		k.Source, k.Stream, next.SweepID, next.Cursor, pages, rows, k.Login, string(next.Order), next.LastID, next.MaxKey).
 		Exec(func(tag pgconn.CommandTag) error {
 			if tag.RowsAffected() != 1 {
 				// Someone else moved this stream on: we are not the owner.
-				return fmt.Errorf("advancing checkpoint %s: sweep %d is no longer current", cp.Key, cp.SweepID)
+				return fmt.Errorf("advancing checkpoint %s: sweep %d is no longer current", k, next.SweepID)
 			}
-			next.Pages, next.Rows = cp.Pages+pages, cp.Rows+rows
-			*cp = next
 			return nil
 		})
 }
@@ -243,22 +240,32 @@ AND (login = $3 OR $4 = 'company') AND list_scope IS DISTINCT FROM $4`, k.Source
 	return nil
 }
 
-// SetHeld records the deletion the guard holds for a stream and login, or,
-// with a zero Held, that none is held.
-func SetHeld(ctx context.Context, q Querier, k model.Key, h Held) error {
+// queueSetHeld queues the record of the deletion the guard holds for a
+// stream and login, or, with a zero Held, that none is held.
+func queueSetHeld(b *pgx.Batch, k model.Key, h Held) {
 	var since *time.Time
 	if !h.Since.IsZero() {
 		since = &h.Since
 	}
-	_, err := q.Exec(ctx, `
+	b.Queue(`
 INSERT INTO erp.sync_checkpoints AS c (source, stream, login, held_deletions, held_digest, held_sweeps, held_since, updated_at)
 VALUES ($1, $2, $7, $3, $4, $5, $6, now())
 ON CONFLICT (source, stream, login) DO UPDATE SET held_deletions = $3, held_digest = $4, held_sweeps = $5,
     held_since = $6, updated_at = now()`, k.Source, k.Stream, h.Rows, h.Digest, h.Sweeps, since, k.Login)
-	if err != nil {
-		return fmt.Errorf("recording held deletions of %s: %w", k, Describe(err))
-	}
-	return nil
+}
+
+// queueLoadHeld queues the read of the deletion the guard holds for a
+// stream and login into h (zero when none).
+func queueLoadHeld(b *pgx.Batch, k model.Key, h *Held) {
+	b.Queue(`SELECT held_deletions, held_digest, held_sweeps, held_since FROM erp.sync_checkpoints
+WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).Query(func(rows pgx.Rows) error {
+		var since *time.Time
+		_, err := pgx.ForEachRow(rows, []any{&h.Rows, &h.Digest, &h.Sweeps, &since}, func() error {
+			h.Since = deref(since)
+			return nil
+		})
+		return err
+	})
 }
 
 // ResetStream starts a stream over for a login, keeping every row and
@@ -266,7 +273,7 @@ ON CONFLICT (source, stream, login) DO UPDATE SET held_deletions = $3, held_dige
 // sweep's page digests, the deletion the guard holds, the rows held for a
 // second sweep and how the list is followed (its anchors, its order, a
 // demotion), and records when. The data stay as fresh as they were.
-func ResetStream(ctx context.Context, tx pgx.Tx, k model.Key) error {
+func ResetStream(ctx context.Context, tx Tx, k model.Key) error {
 	b := &pgx.Batch{}
 	b.Queue(`DELETE FROM erp.sweep_seen WHERE sweep_id = (SELECT sweep_id FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3)`,
 		k.Source, k.Stream, k.Login)
@@ -279,7 +286,7 @@ func ResetStream(ctx context.Context, tx pgx.Tx, k model.Key) error {
 INSERT INTO erp.sync_checkpoints AS c (source, stream, login, reset_at, updated_at) VALUES ($1, $2, $3, now(), now())
 ON CONFLICT (source, stream, login) DO UPDATE SET sweep_id = NULL, sweep_started_at = NULL, cursor = NULL, pages = 0, rows = 0,
     bulk_load = false, last_sweep_id = NULL, held_deletions = 0, held_digest = NULL, held_sweeps = 0, held_since = NULL,
-    sweep_order = NULL, sweep_last_id = NULL, sweep_max_key = NULL, sweep_followed_key = NULL, reset_at = now(), updated_at = now()`,
+    sweep_order = NULL, sweep_last_id = NULL, sweep_max_key = NULL, reset_at = now(), updated_at = now()`,
 		k.Source, k.Stream, k.Login)
 	return sendBatch(ctx, tx, b, "resetting "+k.String())
 }

@@ -14,7 +14,7 @@ import (
 // the rows then go through a temporary table and one statement that moves
 // them, which the write policies allow. Whether the policies apply is
 // asked once per connection and table.
-func copyInto(ctx context.Context, tx pgx.Tx, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+func copyInto(ctx context.Context, tx Tx, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
 	name := table.Sanitize()
 	policed, err := rowSecurityActive(ctx, tx, name)
 	if err != nil {
@@ -48,8 +48,8 @@ func copyInto(ctx context.Context, tx pgx.Tx, table pgx.Identifier, columns []st
 
 // rowSecurityActive reports whether row-level security applies to the
 // session's role on the table, remembered on the connection.
-func rowSecurityActive(ctx context.Context, tx pgx.Tx, table string) (bool, error) {
-	data := tx.Conn().PgConn().CustomData()
+func rowSecurityActive(ctx context.Context, tx Tx, table string) (bool, error) {
+	data := tx.tx.Conn().PgConn().CustomData()
 	key := "row_security_active " + table
 	if v, ok := data[key].(bool); ok {
 		return v, nil

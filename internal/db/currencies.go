@@ -3,8 +3,6 @@ package db
 import (
 	"context"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // The currencies' rate history (erp.currency_rates); the currencies
@@ -15,7 +13,7 @@ import (
 // period of every currency whose rate changed and opens a new one (also
 // for a currency seen for the first time). It runs in the transaction
 // that wrote them and returns the periods opened.
-func RecordCurrencyRates(ctx context.Context, tx pgx.Tx, source string, ids []string) (int64, error) {
+func RecordCurrencyRates(ctx context.Context, tx Tx, source string, ids []string) (int64, error) {
 	// Two statements, not one CTE: the parts of a CTE run in no fixed
 	// order, and the unique index on open periods needs the close first.
 	_, err := tx.Exec(ctx, `

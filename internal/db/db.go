@@ -28,6 +28,34 @@ type Querier interface {
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
 }
 
+// Tx is a transaction as the code that writes in it gets it: statements,
+// COPY and batches, and no way to end it, nest it or reach its connection
+// (whoever began it commits).
+type Tx struct{ tx pgx.Tx }
+
+// InTx is the handle of tx.
+func InTx(tx pgx.Tx) Tx { return Tx{tx: tx} }
+
+func (t Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.tx.Exec(ctx, sql, args...)
+}
+
+func (t Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return t.tx.Query(ctx, sql, args...)
+}
+
+func (t Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return t.tx.QueryRow(ctx, sql, args...)
+}
+
+func (t Tx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	return t.tx.CopyFrom(ctx, table, columns, src)
+}
+
+func (t Tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.tx.SendBatch(ctx, b)
+}
+
 // Reader is what reading needs: a read-only transaction offers it, and a
 // stream that holds one cannot write (see sync.Run.Read).
 type Reader interface {
@@ -193,7 +221,7 @@ func (e *describedError) Unwrap() error { return e.pg }
 
 // sendBatch runs, in one round trip, the statements queued in b, in tx,
 // and returns the first error.
-func sendBatch(ctx context.Context, tx pgx.Tx, b *pgx.Batch, what string) error {
+func sendBatch(ctx context.Context, tx Tx, b *pgx.Batch, what string) error {
 	if b.Len() == 0 {
 		return nil
 	}

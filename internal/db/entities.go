@@ -225,7 +225,7 @@ type UpsertOptions struct {
 
 // Upsert writes rows (ids unique within the slice) in bulk: COPY into the
 // connection's staging table and one INSERT ... SELECT ... ON CONFLICT.
-func (t *Table) Upsert(ctx context.Context, tx pgx.Tx, sc model.Scope, rows []Row, opts UpsertOptions) (UpsertResult, error) {
+func (t *Table) Upsert(ctx context.Context, tx Tx, sc model.Scope, rows []Row, opts UpsertOptions) (UpsertResult, error) {
 	var res UpsertResult
 	if len(rows) == 0 {
 		return res, nil
@@ -328,7 +328,7 @@ func (s *sliceStream) Row() *Row  { return &s.rows[s.i] }
 // CopyNew writes rows that are new to the table straight into it with
 // COPY: the initial load. A row that exists after all fails the COPY
 // with a unique violation (IsUniqueViolation); the caller then upserts.
-func (t *Table) CopyNew(ctx context.Context, tx pgx.Tx, sc model.Scope, rows RowStream) (int64, error) {
+func (t *Table) CopyNew(ctx context.Context, tx Tx, sc model.Scope, rows RowStream) (int64, error) {
 	n, err := copyInto(ctx, tx, t.ident, t.copyCols, &rowSource{rows: rows, sc: sc})
 	if err != nil {
 		return 0, fmt.Errorf("%s copy: %w", t.Name, Describe(err))
@@ -362,30 +362,6 @@ func (t *Table) hasRows(ctx context.Context, q Querier, source string) (bool, er
 		return false, fmt.Errorf("%s: %w", t.Name, Describe(err))
 	}
 	return ok, nil
-}
-
-// Gone lists the scope's live rows that sweep sweepID did not see,
-// written before it began.
-func (t *Table) Gone(ctx context.Context, q Querier, sc model.Scope, sweepID int64, began time.Time) ([]string, error) {
-	rows, err := q.Query(ctx, t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sweepID, sc.Login, began)
-	if err != nil {
-		return nil, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("%s rows gone: %w", t.Name, Describe(err))
-	}
-	return ids, nil
-}
-
-// MarkDeleted sets deleted_at on the source's live rows of ids and
-// returns how many.
-func (t *Table) MarkDeleted(ctx context.Context, q Querier, source string, ids []string) (int64, error) {
-	tag, err := q.Exec(ctx, t.deleteSQL, source, ids)
-	if err != nil {
-		return 0, fmt.Errorf("%s mark deleted: %w", t.Name, Describe(err))
-	}
-	return tag.RowsAffected(), nil
 }
 
 // Stored lists which of ids the table holds a row of for the source.

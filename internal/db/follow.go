@@ -16,14 +16,16 @@ import (
 type Follow struct {
 	// SweepOrders are the orders its last complete sweeps listed ids in,
 	// newest first, and ListOrder what they say of the list.
-	SweepOrders []string
-	ListOrder   string
+	SweepOrders []model.Order
+	ListOrder   model.Order
 	// DemotedWhy, when set, says why the list is swept and not followed
 	// until the stream is reset.
 	DemotedWhy string
 	// MaxKey and FollowedKey are the sort keys of the highest id the login
-	// has read, and of the highest a follow run has read ("" none).
-	MaxKey, FollowedKey string
+	// has read, and of the highest a follow run has read ("" none);
+	// SweepFollowedKey is FollowedKey as it stood when the login's sweep in
+	// progress began.
+	MaxKey, FollowedKey, SweepFollowedKey string
 	// Anchors are the positions of the last non-empty pages read, newest
 	// first.
 	Anchors []Anchor
@@ -44,20 +46,25 @@ type Anchor struct {
 // LoadFollow returns how a login follows a list; zero for one never swept.
 func LoadFollow(ctx context.Context, q Querier, k model.Key) (Follow, error) {
 	var f Follow
-	var order, demoted, maxKey, followed, swept *string
+	var order, demoted, maxKey, followed, sweepFollowed, swept *string
+	var orders []string
 	var anchors []byte
 	var last *time.Time
 	err := q.QueryRow(ctx, `
-SELECT sweep_orders, list_order, demoted_why, max_key, followed_key, anchors, last_follow_at, last_follow_swept
+SELECT sweep_orders, list_order, demoted_why, max_key, followed_key, sweep_followed_key, anchors, last_follow_at, last_follow_swept
 FROM erp.sync_follow WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).
-		Scan(&f.SweepOrders, &order, &demoted, &maxKey, &followed, &anchors, &last, &swept)
+		Scan(&orders, &order, &demoted, &maxKey, &followed, &sweepFollowed, &anchors, &last, &swept)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return f, nil
 	}
 	if err != nil {
 		return f, fmt.Errorf("loading how %s is followed: %w", k, Describe(err))
 	}
-	f.ListOrder, f.DemotedWhy, f.MaxKey, f.FollowedKey, f.LastSwept = deref(order), deref(demoted), deref(maxKey), deref(followed), deref(swept)
+	for _, o := range orders {
+		f.SweepOrders = append(f.SweepOrders, model.ParseOrder(o))
+	}
+	f.ListOrder, f.DemotedWhy, f.LastSwept = model.ParseOrder(deref(order)), deref(demoted), deref(swept)
+	f.MaxKey, f.FollowedKey, f.SweepFollowedKey = deref(maxKey), deref(followed), deref(sweepFollowed)
 	f.LastFollow = deref(last)
 	if err := json.Unmarshal(anchors, &f.Anchors); err != nil {
 		return f, fmt.Errorf("reading the anchors of %s: %w", k, err)
@@ -75,6 +82,30 @@ VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($5, ''))
 ON CONFLICT (source, stream, login) DO UPDATE SET anchors = EXCLUDED.anchors,
     max_key = greatest(f.max_key, EXCLUDED.max_key), followed_key = greatest(f.followed_key, EXCLUDED.followed_key),
     updated_at = now()`, k.Source, k.Stream, k.Login, doc, maxKey)
+}
+
+// SweepStarted records, as a login's sweep begins, the highest id its
+// follow runs had read: a record the sweep inserts at or below it is one
+// they missed.
+func SweepStarted(ctx context.Context, q Querier, k model.Key) error {
+	if _, err := q.Exec(ctx, `UPDATE erp.sync_follow SET sweep_followed_key = followed_key, updated_at = now()
+WHERE source = $1 AND stream = $2 AND login = $3 AND sweep_followed_key IS DISTINCT FROM followed_key`, k.Source, k.Stream, k.Login); err != nil {
+		return fmt.Errorf("recording where the follow runs of %s stood: %w", k, Describe(err))
+	}
+	return nil
+}
+
+// orderTexts are orders as sweep_orders keeps them ("unknown" where a
+// sweep read fewer than two ids).
+func orderTexts(orders []model.Order) []string {
+	out := make([]string, len(orders))
+	for i, o := range orders {
+		out[i] = string(o)
+		if o == model.OrderUnknown {
+			out[i] = "unknown"
+		}
+	}
+	return out
 }
 
 // LastFollowed returns, by login, when a follow run of a stream last read
@@ -115,7 +146,7 @@ INSERT INTO erp.sync_follow AS f (source, stream, login, sweep_orders, list_orde
 VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, ''), coalesce($7::jsonb, '[]'))
 ON CONFLICT (source, stream, login) DO UPDATE SET sweep_orders = EXCLUDED.sweep_orders, list_order = EXCLUDED.list_order,
     max_key = greatest(f.max_key, EXCLUDED.max_key), anchors = coalesce($7::jsonb, f.anchors), updated_at = now()`,
-		k.Source, k.Stream, k.Login, f.SweepOrders, f.ListOrder, f.MaxKey, doc)
+		k.Source, k.Stream, k.Login, orderTexts(f.SweepOrders), string(f.ListOrder), f.MaxKey, doc)
 	if err != nil {
 		return fmt.Errorf("recording what the sweep of %s showed of its order: %w", k, Describe(err))
 	}

@@ -50,7 +50,7 @@ ORDER BY d.id LIMIT $4`, pgx.Identifier(strings.Split(table, ".")).Sanitize()), 
 // ForgetJournalLines forgets which documents of a table the login of sc
 // read the journal lines of (those it decides, see DocumentsNeedingLines):
 // their lines are read again, and kept meanwhile.
-func ForgetJournalLines(ctx context.Context, tx pgx.Tx, table, kind string, sc model.Scope) (int64, error) {
+func ForgetJournalLines(ctx context.Context, tx Tx, table, kind string, sc model.Scope) (int64, error) {
 	tag, err := tx.Exec(ctx, fmt.Sprintf(`
 DELETE FROM erp.journal_line_documents l USING %s d
 WHERE l.source = $1 AND l.document_kind = $2 AND d.source = l.source AND d.id = l.document_id
@@ -71,7 +71,7 @@ type JournalLine struct {
 
 // ReplaceJournalLines stores the lines of one document version; the
 // table's trigger keeps the lines it replaces in erp.journal_lines_history.
-func ReplaceJournalLines(ctx context.Context, tx pgx.Tx, sc model.Scope, kind string, doc Document, lines []JournalLine) error {
+func ReplaceJournalLines(ctx context.Context, tx Tx, sc model.Scope, kind string, doc Document, lines []JournalLine) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM erp.journal_lines WHERE source = $1 AND document_kind = $2 AND document_id = $3`,
 		sc.Source, kind, doc.ID); err != nil {
 		return fmt.Errorf("journal lines of %s %s: %w", kind, doc.ID, Describe(err))

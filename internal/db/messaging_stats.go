@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/model"
 )
 
@@ -15,7 +13,7 @@ import (
 
 // AppendMessagingStats adds a statistics snapshot unless it equals the
 // latest one; it returns whether it wrote.
-func AppendMessagingStats(ctx context.Context, tx pgx.Tx, sc model.Scope, payload []byte, hash [sha256.Size]byte) (bool, error) {
+func AppendMessagingStats(ctx context.Context, tx Tx, sc model.Scope, payload []byte, hash [sha256.Size]byte) (bool, error) {
 	tag, err := tx.Exec(ctx, `
 INSERT INTO erp.messaging_stats (source, login, company_id, branch_id, payload, payload_hash)
 SELECT $1, $6, $2, $3, $4, $5

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/erpsync/erpsync/internal/model"
 )
@@ -32,28 +34,16 @@ type SweepProgress struct {
 
 // QueueSweepProgress queues, in the transaction of committed pages, the
 // record of p: the ids seen, the pages' bounds, the checkpoint past the
-// pages (see queueAdvanceCheckpoint: cp becomes next when the batch runs)
-// and the page digests.
-func QueueSweepProgress(b *pgx.Batch, cp *Checkpoint, next Checkpoint, p SweepProgress) {
+// pages (next: see queueAdvanceCheckpoint) and the page digests.
+func QueueSweepProgress(b *pgx.Batch, next Checkpoint, p SweepProgress) {
 	if len(p.Seen) > 0 {
-		b.Queue(seenSQL, cp.SweepID, p.Seen)
+		b.Queue(seenSQL, next.SweepID, p.Seen)
 	}
 	for _, bd := range p.Bounds {
-		queueSweepBounds(b, cp.SweepID, bd)
+		queueSweepBounds(b, next.SweepID, bd)
 	}
-	queueAdvanceCheckpoint(b, cp, next, p.Pages, p.Rows)
-	queueRecordPageDigests(b, cp.Key, cp.SweepID, p.Digests)
-}
-
-// SeenCount counts the ids sweep sweepID has seen so far, one per row of
-// each page it read (fewer once Postgres emptied the UNLOGGED seen-list in
-// a crash), and how many distinct ones (fewer when the list showed an id
-// twice).
-func SeenCount(ctx context.Context, q Querier, sweepID int64) (ids, distinct int64, err error) {
-	if err := q.QueryRow(ctx, `SELECT count(*), count(DISTINCT id) FROM erp.sweep_seen WHERE sweep_id = $1`, sweepID).Scan(&ids, &distinct); err != nil {
-		return 0, 0, fmt.Errorf("counting the sweep's ids: %w", Describe(err))
-	}
-	return ids, distinct, nil
+	queueAdvanceCheckpoint(b, next, p.Pages, p.Rows)
+	queueRecordPageDigests(b, next.Key, next.SweepID, p.Digests)
 }
 
 // abandonSweep forgets a sweep that will not continue (another starts in
@@ -153,55 +143,107 @@ type Bound struct {
 	First, Last string
 }
 
-// SweepBounds lists the bounds of a sweep's pages, in page order.
-func SweepBounds(ctx context.Context, q Querier, sweepID int64) ([]Bound, error) {
-	rows, err := q.Query(ctx, `SELECT page, first_id, last_id FROM erp.sweep_bounds WHERE sweep_id = $1 ORDER BY page`, sweepID)
-	if err != nil {
-		return nil, fmt.Errorf("reading the sweep's page bounds: %w", Describe(err))
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Bound])
-	if err != nil {
-		return nil, fmt.Errorf("reading the sweep's page bounds: %w", Describe(err))
-	}
-	return out, nil
+// DeletionEvidence is what the warehouse says that the deletions of a
+// login's complete read are decided on, read in one round trip in the
+// read's last transaction.
+type DeletionEvidence struct {
+	// Seen and Distinct count the ids the read's seen-list holds, and the
+	// distinct ones: one per row of each page read, fewer once Postgres
+	// emptied the UNLOGGED list in a crash.
+	Seen, Distinct int64
+	// Gone are the live rows the login decides (see decidedBy), stored
+	// before the read began, whose ids the read did not see.
+	Gone []string
+	// Bounds are the first and last id of each page of the read, in page
+	// order (asked for only when its ids came in a strict order).
+	Bounds []Bound
+	// Candidates are the rows the login's last complete read held for
+	// this one to confirm.
+	Candidates map[string]bool
+	// Held is the deletion the guard holds for the login.
+	Held Held
 }
 
-// DeletionCandidates lists the rows a login's last complete sweep held
-// for the next to confirm (erp.deletion_candidates).
-func DeletionCandidates(ctx context.Context, q Querier, k model.Key) (map[string]bool, error) {
-	rows, err := q.Query(ctx, `SELECT id FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3`,
-		k.Source, k.Stream, k.Login)
-	if err != nil {
-		return nil, fmt.Errorf("reading the rows held for a second sweep: %w", Describe(err))
+// DeletionEvidence reads what the deletions of sweep sweepID of sc's
+// login, begun at began, are decided on (bounds: its pages' bounds too).
+func (t *Table) DeletionEvidence(ctx context.Context, tx Tx, sc model.Scope, sweepID int64, began time.Time, bounds bool) (DeletionEvidence, error) {
+	var ev DeletionEvidence
+	b := &pgx.Batch{}
+	b.Queue(`SELECT count(*), count(DISTINCT id) FROM erp.sweep_seen WHERE sweep_id = $1`, sweepID).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&ev.Seen, &ev.Distinct)
+	})
+	b.Queue(t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sweepID, sc.Login, began).Query(func(rows pgx.Rows) error {
+		var err error
+		ev.Gone, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if bounds {
+		b.Queue(`SELECT page, first_id, last_id FROM erp.sweep_bounds WHERE sweep_id = $1 ORDER BY page`, sweepID).Query(func(rows pgx.Rows) error {
+			var err error
+			ev.Bounds, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Bound])
+			return err
+		})
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("reading the rows held for a second sweep: %w", Describe(err))
+	b.Queue(`SELECT id FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3`,
+		sc.Source, sc.Stream, sc.Login).Query(func(rows pgx.Rows) error {
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		ev.Candidates = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			ev.Candidates[id] = true
+		}
+		return err
+	})
+	queueLoadHeld(b, sc.Key, &ev.Held)
+	if err := sendBatch(ctx, tx, b, t.Name+": what its deletions are decided on"); err != nil {
+		return ev, err
 	}
-	out := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out, nil
+	return ev, nil
 }
 
-// SetDeletionCandidates replaces the rows a login's sweep holds for the
-// next to confirm (a row held already keeps the sweep that first held
-// it).
-func SetDeletionCandidates(ctx context.Context, q Querier, k model.Key, sweepID int64, ids []string) error {
+// Deletions is what a login's complete read decided: the rows to mark
+// deleted, those to hold for the next complete read to confirm (Hold;
+// SetHold false: the held rows stay as they were), and the deletion the
+// guard holds from now on (Held; SetHeld false: as it was).
+type Deletions struct {
+	Mark, Hold       []string
+	SetHold, SetHeld bool
+	Held             Held
+}
+
+// ApplyDeletions records what sweep sweepID of sc's login decided, in one
+// round trip, and returns how many rows it marked deleted.
+func (t *Table) ApplyDeletions(ctx context.Context, tx Tx, sc model.Scope, sweepID int64, d Deletions) (int64, error) {
+	b := &pgx.Batch{}
+	if d.SetHold {
+		queueDeletionCandidates(b, sc.Key, sweepID, d.Hold)
+	}
+	if d.SetHeld {
+		queueSetHeld(b, sc.Key, d.Held)
+	}
+	var marked int64
+	if len(d.Mark) > 0 {
+		b.Queue(t.deleteSQL, sc.Source, d.Mark).Exec(func(tag pgconn.CommandTag) error {
+			marked = tag.RowsAffected()
+			return nil
+		})
+	}
+	if err := sendBatch(ctx, tx, b, t.Name+": marking deletions"); err != nil {
+		return 0, err
+	}
+	return marked, nil
+}
+
+// queueDeletionCandidates queues the replacement of the rows a login's
+// read holds for the next to confirm (a row held already keeps the sweep
+// that first held it).
+func queueDeletionCandidates(b *pgx.Batch, k model.Key, sweepID int64, ids []string) {
 	if ids == nil {
 		ids = []string{} // NULL would keep every row
 	}
-	_, err := q.Exec(ctx, `DELETE FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3 AND id <> ALL($4)`,
+	b.Queue(`DELETE FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3 AND id <> ALL($4)`,
 		k.Source, k.Stream, k.Login, ids)
-	if err == nil {
-		_, err = q.Exec(ctx, `
+	b.Queue(`
 INSERT INTO erp.deletion_candidates (source, stream, login, id, sweep_id)
 SELECT $1, $2, $3, id, $4 FROM unnest($5::text[]) AS u(id)
 ON CONFLICT (source, stream, login, id) DO NOTHING`, k.Source, k.Stream, k.Login, sweepID, ids)
-	}
-	if err != nil {
-		return fmt.Errorf("holding rows for a second sweep: %w", Describe(err))
-	}
-	return nil
 }

@@ -60,7 +60,7 @@ type SweepStatus struct {
 	// ListOrder is the order the login's last two complete sweeps agree
 	// the list's ids come in ("ascending", "descending", "unordered"; ""
 	// when they do not say): a paged list is followed in a strict order.
-	ListOrder string `json:"list_order,omitempty"`
+	ListOrder Order `json:"list_order,omitempty"`
 }
 
 // FollowStatus is what the key's follow runs say.

@@ -52,38 +52,30 @@ const (
 // Equivalents are the mutants of each target known to change nothing that
 // matters, by target file.
 var Equivalents = map[string][]Equivalent{
-	"internal/sync/guard.go": {
-		{boundary, "if cp.Held.Rows > 0 { // what was held is marked, or gone no more", "> 0",
-			"it rewrites an empty hold as empty: a hold of 0 rows is never recorded"},
-	},
-	"internal/sync/sweep.go": {
-		{boundary, "if idKey(id) <= s.cp.FollowedKey {", "<=",
-			"a record new to the warehouse cannot have the followed key: the follow that read that key wrote it"},
-		{boundary, "if !freshAt.IsZero() && s.missed > 0 {", "> 0",
-			"it adds 0 to the missed-records counter, which a sweep that missed nothing leaves as it was"},
-		{boundary, "if end.total >= 0 {", ">=",
+	"internal/sync/deletion.go": {
+		{boundary, "if ev.stated >= 0 && ev.distinct < ev.stated {", ">=",
 			"with a stated total of 0 no count of distinct rows falls short of it"},
-		{boundary, "if n > 0 {", "> 0",
-			"with no row gone, asking which moved returns nothing: only two queries more"},
 		{boundary, betweenBounds, "< 0 &&", boundSeen},
 		{boundary, betweenBounds, "< 0 {", boundSeen},
 	},
+	"internal/sync/sweep.go": {
+		{boundary, "if next.notes.missed > 0 {", "> 0",
+			"it adds 0 to the missed-records counter, which a sweep that missed nothing leaves as it was"},
+	},
 	"internal/sync/follow.go": {
-		{negation, "if len(orders) == 0 {", "==",
-			"the wording of a reason: \"none\" where no sweep recorded an order"},
-		{negation, "if p.order == ascending {", "==",
+		{negation, "if p.order == model.OrderAscending {", "==",
 			"a newest-first follow never reads anchors, and the next sweep writes them anew"},
 		{boundary, "if i < 0 {", "<",
 			"differs only when the page's last record is its first: the follow then reads one page more"},
-		{boundary, "if k := idKey(id); k >= low && k <= high {", ">=",
+		{boundary, "if key := idKey(id); key >= k.low && key <= k.high {", ">=",
 			"the lowest id of the range was read and written, so it is held either way"},
-		{boundary, "if k := idKey(id); k >= low && k <= high {", "<=",
+		{boundary, "if key := idKey(id); key >= k.low && key <= k.high {", "<=",
 			"the highest id of the range was read and written, so it is held either way"},
 	},
 	"internal/sync/walk.go": {
-		{boundary, "db.UpsertOptions{SeenBy: c.policy.seenBy(), CountOthers: len(c.run.target.Logins) > 1})", "> 1",
+		{boundary, "db.UpsertOptions{SeenBy: u.plan.seenBy, CountOthers: len(u.run.target.Logins) > 1})", "> 1",
 			"with one login no row was listed first by another: counting them finds 0"},
-		{boundary, "if err == nil && c.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {", "> 0",
+		{boundary, "if err == nil && u.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {", "> 0",
 			"an unchanged page gives AfterWrite nothing to do"},
 	},
 	"internal/sync/order.go": {

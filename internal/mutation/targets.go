@@ -20,10 +20,10 @@ type Target struct {
 // TestSchema and TestCompleteSweep/SetsRightWhatWasRewrittenInTheWarehouse).
 var Targets = []Target{
 	{
-		File:  "internal/sync/guard.go",
-		Tests: "^(TestDeletionGuard|TestGuardHolds)$/^(HoldsAnEmptyAnswerUntilItPassesOrThreeSweepsAgree|MarksAtOnceWhatAnOperatorConfirms|HoldsAnEmptyAnswerOnASmallList|HoldsAllLiveRowsGoneOrMoreThanHalfAndMoreThanTen|HoldsSixteenOfThirtyGoneAndMarksFifteenExactlyHalf|MarksTenOfNineteenGoneMoreThanHalfButNotMoreThanTen|HoldsElevenOfTwentyGoneMoreThanHalfAndMoreThanTen|HoldsNothingOfAnEmptyStream|MarksAHeldDeletionOnlyWhenThreeSweepsAgree)$",
+		File:  "internal/sync/deletion.go",
+		Tests: "^(TestDecideDeletions|TestGuardHolds|TestDeletionGuard|TestCompleteSweep)$/^(MarksHoldsOrLeavesWhatTheEvidenceSays|HoldsADeletionTooLargeForOneRead|CountsTheReadsThatAgreeOnAHeldDeletion|StartsCountingAgainWhenOtherRowsAreGone|MarksAHeldDeletionWhenThreeReadsAgree|MarksAtOnceWhatAnOperatorConfirms|ForgetsAHeldDeletionWhenTheRowsAreGoneNoMore|HoldsAllLiveRowsGoneOrMoreThanHalfAndMoreThanTen|HoldsAnEmptyAnswerUntilItPassesOrThreeSweepsAgree|HoldsAnEmptyAnswerOnASmallList|MarksAHeldDeletionOnlyWhenThreeSweepsAgree|DoesNotDeleteARecordThatMovedPages|MarksNothingOfAListCutAtADefaultPageSize|MarksNothingWhenItsSeenListIsLost)$",
 		Goal:  95,
-		What:  "the deletion decision: which gone rows are marked deleted now, and which are held",
+		What:  "the one deletion decision: from the evidence a read gathered, which gone rows are marked deleted now, and which are held",
 	},
 	{
 		File:  "internal/sync/sweep.go",

@@ -25,7 +25,7 @@ func declaredAccess() declarations {
 	}
 	for _, name := range catalog.Names() {
 		s, _ := catalog.Lookup(name)
-		info := s.Info()
+		info := s.Declared()
 		out[strings.TrimPrefix(info.TableName(), "erp.")] = info.Access
 	}
 	return out

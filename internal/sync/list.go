@@ -7,68 +7,36 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
 // List is a stream read from one list route into one entity table,
-// erp.<Stream> (see Table): Columns and Expect are the table's. Most
+// erp.<Name> (Info.Table: its columns and the fields it expects). Most
 // streams are a List; adding one is a value of this type plus the
-// migration of its table.
+// migration of its table. Its Info is declared once, in the value; the
+// route, whether it follows and its table's name are the list's own.
 type List struct {
-	Stream string     // the stream's name; its table is erp.<Stream>
+	Info
 	Path   string     // the list route; it may start with a {prefix} (see Target.Prefixes)
 	Query  url.Values // filters sent with every page
 	Paging erp.Paging // how the first page is asked for; answers' own paging is followed anyway
-	// Permission is the ERP permission the route needs, as the API
-	// reference names it ("" when it lists none).
-	Permission string
-	// Contract is what the reference says of the route's contract.
-	Contract Contract
-	// Schedule is the default schedule; "" is DefaultSchedule.
-	Schedule string
-	// SweepSchedule is the default schedule of its complete sweeps when
-	// it is followed (a list paged by cursor or by start/length, see
-	// follows); "" is Schedule: every run a complete sweep.
-	SweepSchedule string
-	// Core lists are enabled when the configuration names no streams.
-	Core    bool
-	Columns []Column
-	// Also are the top-level fields expected besides those the columns
-	// read, with their JSON kinds (see Table.Also).
-	Also map[string]string
-	// Month is the field whose YYYY-MM puts a record in a month for the
-	// sums `erpsync verify` compares ("" : one total).
-	Month string
-	// History says whether the stream's table has a history,
-	// erp.<Stream>_history, which its migration creates with CALL
-	// erp.add_history('<Stream>') and Postgres writes.
-	History History
-	// Access is the rule by which scoped logins read the table (the zero
-	// value: by company).
-	Access Access
 	// AfterWrite runs in a page's transaction when it inserted or updated
-	// rows, with the ids of the page's rows (the currency rate history).
-	AfterWrite func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error
-
-	table *Table
+	// rows, with the ids of the page's rows.
+	AfterWrite func(ctx context.Context, tx db.Tx, scope model.Scope, ids []string) error
 }
 
-// Name is the stream's name.
-func (l *List) Name() string { return l.Stream }
-
-// Info declares the list's route and table.
-func (l *List) Info() Info {
-	route := "GET " + l.Path
+// Declared is the list's Info, with its route, whether it follows and its
+// table.
+func (l *List) Declared() Info {
+	i := l.Info
+	i.Route = "GET " + l.Path
 	if len(l.Query) > 0 {
-		route += "?" + l.Query.Encode()
+		i.Route += "?" + l.Query.Encode()
 	}
-	return Info{Route: route, Permission: l.Permission, Contract: l.Contract, Schedule: l.Schedule,
-		Follows: l.follows(), SweepSchedule: l.SweepSchedule, Core: l.Core, History: l.History, Access: l.Access, Rows: l.table,
-		Month: l.Month}
+	i.Follows = l.follows()
+	return i
 }
 
 // Validate checks the definition and prepares its SQL; Catalog.Add calls it.
@@ -76,15 +44,17 @@ func (l *List) Validate() error {
 	if !strings.HasPrefix(l.Path, "/") && !strings.HasPrefix(l.Path, "{") {
 		return fmt.Errorf("path %q must start with / (or a {prefix})", l.Path)
 	}
-	l.table = &Table{Name: l.Stream, Columns: l.Columns, Also: l.Also}
-	return l.table.Validate()
+	if l.Table == nil {
+		l.Table = &Table{}
+	}
+	if err := l.validateTable(); err != nil {
+		return err
+	}
+	if l.Table.Name != l.Name || l.Table.Own {
+		return fmt.Errorf("a list's table is its entity table, erp.%s", l.Name)
+	}
+	return nil
 }
-
-// Table is the stream's warehouse table (after Validate).
-func (l *List) Table() *Table { return l.table }
-
-// resumable: only a cursor says where an interrupted sweep stopped.
-func (l *List) resumable() bool { return l.Paging == erp.CursorPaged }
 
 // follows: a list paged by cursor or by start/length may be followed
 // (read from where the last read ended) between complete sweeps; a list
@@ -111,12 +81,13 @@ func (l *List) requestAt(t Target, at db.Anchor) erp.ListRequest {
 // (for the seen-list) and drift are taken.
 func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *preparedPage {
 	records, parsed := p.Records, p.Parsed
-	page := &preparedPage{received: len(records), rows: make([]db.Row, 0, len(records))}
+	page := &preparedPage{}
+	page.received, page.rows = len(records), make([]db.Row, 0, len(records))
 	request := known.request(p)
 	page.known = known.holds(request, p.Digest)
 	var drift Drift
 	// One allocation for the typed values of the whole page.
-	n := len(l.Columns)
+	n := len(l.Table.Columns)
 	values := make([]any, len(records)*n)
 	for i, raw := range records {
 		var row db.Row
@@ -124,7 +95,7 @@ func (l *List) prepare(p *erp.Page, known knownPages, scope model.Scope) *prepar
 		var err error
 		if page.known {
 			rec = parsed[i]
-			row, err = l.table.knownRow(rec, values[i*n:(i+1)*n:(i+1)*n], &drift)
+			row, err = l.Table.knownRow(rec, values[i*n:(i+1)*n:(i+1)*n], &drift)
 		} else {
 			row, rec, err = l.convert(p, i, values[i*n:(i+1)*n:(i+1)*n], &drift)
 		}
@@ -182,8 +153,8 @@ const digestVersion = "3"
 
 func (l *List) knownPages(sc model.Scope, answers db.Answers, changed []string) knownPages {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00", digestVersion, l.Stream, sc.Source, sc.Login, sc.CompanyID, sc.BranchID)
-	for _, c := range l.Columns {
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00", digestVersion, l.Name, sc.Source, sc.Login, sc.CompanyID, sc.BranchID)
+	for _, c := range l.Table.Columns {
 		fmt.Fprintf(h, "%s\x00%s\x00%q\x00%d\x00%t\x00%d\x00", c.Name, c.Field, c.Alt, c.Type, c.Lenient, c.Scale)
 	}
 	k := knownPages{on: true, context: h.Sum(nil), answers: answers, changed: make(map[string]bool, len(changed))}
@@ -233,6 +204,6 @@ func (l *List) convert(p *erp.Page, i int, values []any, drift *Drift) (db.Row, 
 			return db.Row{}, erp.Record{}, err
 		}
 	}
-	row, err := l.table.Row(rec, raw, values, drift)
+	row, err := l.Table.Row(rec, raw, values, drift)
 	return row, rec, err
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"strings"
+
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // The order of ids is the one rule by which erpsync tells how a list is
@@ -49,26 +51,19 @@ func compareIDs(a, b string) int {
 	return strings.Compare(idKey(a), idKey(b))
 }
 
-// Orders a list's ids come in.
-const (
-	ascending  = "ascending"
-	descending = "descending"
-	unordered  = "unordered"
-)
-
 // orderTrail follows the order of the ids a walk reads, page after page:
 // strictly ascending, strictly descending, or neither (unordered, for
 // good). A page may begin with ids of the page before it (a list shifted
 // by records added ahead of the reader, read again): those are skipped.
 type orderTrail struct {
-	order string          // "" while fewer than two ids were read
+	order model.Order     // unknown while fewer than two ids were read
 	last  string          // the last id read
 	prev  map[string]bool // the ids of the page before (nil: not known)
 	max   string          // the sort key of the highest id read
 }
 
 // extend adds a page's ids, in list order, and returns the order so far.
-func (o *orderTrail) extend(ids []string) string {
+func (o *orderTrail) extend(ids []string) model.Order {
 	i := 0
 	for i < len(ids) && o.prev[ids[i]] {
 		i++
@@ -89,18 +84,18 @@ func (o *orderTrail) extend(ids []string) string {
 	}
 	for _, id := range ids[i:] {
 		if prev != "" {
-			step := unordered
+			step := model.OrderUnordered
 			switch c := compareIDs(prev, id); {
 			case c < 0:
-				step = ascending
+				step = model.OrderAscending
 			case c > 0:
-				step = descending
+				step = model.OrderDescending
 			}
 			switch {
-			case o.order == "":
+			case o.order == model.OrderUnknown:
 				o.order = step
 			case o.order != step:
-				o.order = unordered
+				o.order = model.OrderUnordered
 			}
 		}
 		prev = id
@@ -114,23 +109,15 @@ func (o *orderTrail) extend(ids []string) string {
 // listOrder is what the orders of a list's last complete sweeps (newest
 // first) say of it: ascending or descending when the last two are that
 // strict order, unordered when they are not (or follow runs were found to
-// miss records: demoted), "" before two sweeps.
-func listOrder(orders []string, demoted bool) string {
+// miss records: demoted), unknown before two sweeps.
+func listOrder(orders []model.Order, demoted bool) model.Order {
 	switch {
 	case demoted:
-		return unordered
+		return model.OrderUnordered
 	case len(orders) < 2:
-		return ""
-	case orders[0] == orders[1] && (orders[0] == ascending || orders[0] == descending):
+		return model.OrderUnknown
+	case orders[0] == orders[1] && orders[0].Strict():
 		return orders[0]
 	}
-	return unordered
-}
-
-// followable is the order a list may be followed in ("": none).
-func followable(order string) string {
-	if order == ascending || order == descending {
-		return order
-	}
-	return ""
+	return model.OrderUnordered
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // TestOrder documents the order of ids: how two ids compare, the order a
@@ -97,7 +99,7 @@ func TestOrder(t *testing.T) {
 		// skipped; it keeps the sort key of the highest id read.
 		type step struct {
 			ids  []string
-			want string
+			want model.Order
 		}
 		cases := []struct {
 			rule  string
@@ -166,30 +168,30 @@ func TestOrder(t *testing.T) {
 		// showed, when both showed the same strict order; a list found to make
 		// follow runs miss records is unordered until reset.
 		cases := []struct {
-			orders  []string
+			orders  []model.Order
 			demoted bool
-			want    string
+			want    model.Order
 		}{
 			{nil, false, ""},
-			{[]string{ascending}, false, ""},
-			{[]string{descending}, false, ""},
-			{[]string{ascending, ascending}, false, ascending},
-			{[]string{descending, descending}, false, descending},
-			{[]string{ascending, ascending, descending}, false, ascending},
-			{[]string{descending, descending, unordered}, false, descending},
-			{[]string{ascending, descending}, false, unordered},
-			{[]string{descending, ascending}, false, unordered},
-			{[]string{unordered, unordered}, false, unordered},
-			{[]string{"", ""}, false, unordered},
-			{[]string{ascending, unordered}, false, unordered},
-			{[]string{unordered, ascending, ascending}, false, unordered},
-			{[]string{descending, ""}, false, unordered},
-			{[]string{ascending, ascending}, true, unordered},
-			{[]string{descending, descending}, true, unordered},
+			{[]model.Order{ascending}, false, ""},
+			{[]model.Order{descending}, false, ""},
+			{[]model.Order{ascending, ascending}, false, ascending},
+			{[]model.Order{descending, descending}, false, descending},
+			{[]model.Order{ascending, ascending, descending}, false, ascending},
+			{[]model.Order{descending, descending, unordered}, false, descending},
+			{[]model.Order{ascending, descending}, false, unordered},
+			{[]model.Order{descending, ascending}, false, unordered},
+			{[]model.Order{unordered, unordered}, false, unordered},
+			{[]model.Order{"", ""}, false, unordered},
+			{[]model.Order{ascending, unordered}, false, unordered},
+			{[]model.Order{unordered, ascending, ascending}, false, unordered},
+			{[]model.Order{descending, ""}, false, unordered},
+			{[]model.Order{ascending, ascending}, true, unordered},
+			{[]model.Order{descending, descending}, true, unordered},
 			{nil, true, unordered},
 		}
 		for _, c := range cases {
-			t.Run(fmt.Sprintf("orders=%s,demoted=%v", strings.Join(c.orders, "+"), c.demoted), func(t *testing.T) {
+			t.Run(fmt.Sprintf("orders=%v,demoted=%v", c.orders, c.demoted), func(t *testing.T) {
 				if got := listOrder(c.orders, c.demoted); got != c.want {
 					t.Errorf("listOrder(%v, %v) = %q, want %q", c.orders, c.demoted, got, c.want)
 				}
@@ -199,10 +201,17 @@ func TestOrder(t *testing.T) {
 
 	t.Run("IsFollowableOnlyWhenStrict", func(t *testing.T) {
 		// Only a list in a strict order of ids may be followed.
-		for order, want := range map[string]string{ascending: ascending, descending: descending, unordered: "", "": "", "sideways": ""} {
-			if got := followable(order); got != want {
-				t.Errorf("followable(%q) = %q, want %q", order, got, want)
+		for order, want := range map[model.Order]bool{ascending: true, descending: true, unordered: false, "": false, "sideways": false} {
+			if got := order.Strict(); got != want {
+				t.Errorf("%q.Strict() = %t, want %t", order, got, want)
 			}
 		}
 	})
 }
+
+// The orders, as the tests write them.
+const (
+	ascending  = model.OrderAscending
+	descending = model.OrderDescending
+	unordered  = model.OrderUnordered
+)

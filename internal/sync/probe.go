@@ -37,8 +37,8 @@ func NewProbe(t Target, l Login, id erp.Identity) *Probe {
 // Report is the report of stream s for this login, its declarations
 // filled in; route, when not "", overrides Info's.
 func (p *Probe) Report(s Stream, route string) ProbeReport {
-	info := s.Info()
-	return ProbeReport{Stream: s.Name(), Login: p.scope.Login, CompanyID: p.scope.CompanyID, BranchID: p.scope.BranchID,
+	info := s.Declared()
+	return ProbeReport{Stream: s.Declared().Name, Login: p.scope.Login, CompanyID: p.scope.CompanyID, BranchID: p.scope.BranchID,
 		Route: cmp.Or(route, info.Route), Permission: info.Permission, Contract: info.Contract}
 }
 
@@ -83,8 +83,8 @@ type ProbeReport struct {
 	// Order is the order of the ids a paged list's first page listed
 	// ("ascending", "descending", "unordered"; "" with fewer than two),
 	// and Follow the way it would be followed between complete sweeps.
-	Order  string `json:"order,omitempty"`
-	Follow string `json:"follow,omitempty"`
+	Order  model.Order `json:"order,omitempty"`
+	Follow string      `json:"follow,omitempty"`
 	// Warnings are what is worth knowing without making the stream
 	// unusable.
 	Warnings []string `json:"warnings,omitempty"`
@@ -119,7 +119,7 @@ func (l *List) Probe(ctx context.Context, p *Probe) ProbeReport {
 	defer page.Release()
 	rep.Status = http.StatusOK
 	rep.Page(page, req.PageSize)
-	rep.Examine(page, []string{"id"}, l.table.columnsOf(true), l.table.Expected())
+	rep.Examine(page, []string{"id"}, l.Table.columnsOf(true), l.Table.Expected())
 	if l.follows() {
 		var trail orderTrail
 		rep.Order = trail.extend(rep.IDs)
@@ -130,13 +130,13 @@ func (l *List) Probe(ctx context.Context, p *Probe) ProbeReport {
 
 // followStrategy says how a list whose ids come in order would be
 // followed between its complete sweeps.
-func followStrategy(order string) string {
+func followStrategy(order model.Order) string {
 	switch order {
-	case ascending:
+	case model.OrderAscending:
 		return "new records last: follow runs ask again from the last page read and read on"
-	case descending:
+	case model.OrderDescending:
 		return "new records first: follow runs read from the first page to one the warehouse has"
-	case unordered:
+	case model.OrderUnordered:
 		return "not in a strict order of ids: every run is a complete sweep"
 	}
 	return "too few records to tell the order: complete sweeps until two agree"

@@ -130,8 +130,8 @@ func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 // up. A login whose list cannot be followed is swept instead (under the
 // sweep's lock), the reason in its result.
 func (rn *Runner) Follow(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
-	if !s.Info().Follows {
-		return []Result{{Kind: model.KindFollow, Status: model.StatusFailed, Err: fmt.Errorf("%w: %s", ErrCannotFollow, s.Name())}}
+	if !s.Declared().Follows {
+		return []Result{{Kind: model.KindFollow, Status: model.StatusFailed, Err: fmt.Errorf("%w: %s", ErrCannotFollow, s.Declared().Name)}}
 	}
 	return rn.run(ctx, stop, t, s, model.KindFollow, progress)
 }
@@ -141,7 +141,7 @@ func (rn *Runner) Follow(ctx context.Context, stop <-chan struct{}, t Target, s 
 var ErrCannotFollow = errors.New("only a list paged by cursor or by start/length can be followed; this stream is read whole on every run")
 
 func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, kind model.RunKind, progress func(login string, st model.RunStats)) []Result {
-	name := s.Name()
+	name := s.Declared().Name
 	log := rn.logger().With("source", t.Source, "stream", name)
 	if kind != model.KindSweep {
 		log = log.With("kind", kind)
@@ -192,21 +192,22 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 
 // runLogin runs the stream through one login, on the lock's connection.
 func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, t Target, l Login, s Stream, kind model.RunKind, log *slog.Logger, progress func(model.RunStats)) Result {
-	key := model.Key{Source: t.Source, Stream: s.Name(), Login: l.Name}
+	key := model.Key{Source: t.Source, Stream: s.Declared().Name, Login: l.Name}
 	runID, err := db.StartRun(ctx, conn, key, kind)
 	if err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
 	}
-	r := &Run{View: &View{target: t, login: l, scope: model.Scope{Key: key}, stop: stop}, runner: rn, kind: kind, info: s.Info(),
-		conn: conn, runID: runID, log: log, progress: progress}
+	out := &runResult{}
+	r := &Run{View: &View{target: t, login: l, scope: model.Scope{Key: key}, stop: stop}, runner: rn, kind: kind, info: s.Declared(),
+		conn: conn, runID: runID, log: log, progress: progress, result: out}
 	err = refusedBecause(r.execute(ctx, s), r.info.Permission)
-	if err == nil && (kind == model.KindSweep || r.swept != "") {
+	if err == nil && (kind == model.KindSweep || out.swept != "") {
 		// What a run that read the whole stream warns of stands until the
 		// next one: a follow run reads too little to clear it.
-		err = db.SetWarning(ctx, conn, key, strings.Join(r.warns, "; "))
+		err = db.SetWarning(ctx, conn, key, strings.Join(out.warns, "; "))
 	}
-	res := Result{RunID: runID, SweepID: r.sweepID, Stats: r.stats, FreshAt: r.freshAt, FollowedAt: r.followedAt, Swept: r.swept,
-		HeldDeletions: r.held, Err: err, Status: statusOf(err)}
+	res := Result{RunID: runID, SweepID: out.sweepID, Stats: out.stats, FreshAt: out.freshAt, FollowedAt: out.followedAt, Swept: out.swept,
+		HeldDeletions: out.held, Err: err, Status: statusOf(err)}
 
 	// The run's context may be cancelled already; the outcome must still
 	// be written. If the lock's connection is gone, the pool's is used.
@@ -220,7 +221,7 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 	if conn.IsClosed() {
 		q = cmp.Or(rn.Service, rn.Pool)
 	}
-	if ferr := db.FinishRun(fctx, q, runID, res.Status, r.sweepID, r.stats, errText, strings.Join(r.notes, "; ")); ferr != nil {
+	if ferr := db.FinishRun(fctx, q, runID, res.Status, out.sweepID, out.stats, errText, strings.Join(out.notes, "; ")); ferr != nil {
 		log.Error("could not record the run's outcome", "err", ferr)
 	}
 	return res
@@ -288,7 +289,7 @@ func (rn *Runner) obs() Observer {
 // scope, in the reset's transaction, and says what it forgot.
 type Resetter interface {
 	Stream
-	Reset(ctx context.Context, tx pgx.Tx, scope model.Scope) (forgot string, err error)
+	Reset(ctx context.Context, tx db.Tx, scope model.Scope) (forgot string, err error)
 }
 
 // Reset starts a stream over for each login of the target (see
@@ -298,7 +299,7 @@ type Resetter interface {
 // (ErrBusy) while a run holds either. Each login's reset is recorded in
 // erp.sync_runs as a run of kind reset.
 func (rn *Runner) Reset(ctx context.Context, t Target, s Stream) []Result {
-	name := s.Name()
+	name := s.Declared().Name
 	log := rn.logger().With("source", t.Source, "stream", name, "kind", model.KindReset)
 	pc, err := rn.Pool.Acquire(ctx)
 	if err != nil {
@@ -333,7 +334,7 @@ func (rn *Runner) Reset(ctx context.Context, t Target, s Stream) []Result {
 
 // resetLogin resets the stream for one login, in one transaction.
 func (rn *Runner) resetLogin(ctx context.Context, conn *pgx.Conn, t Target, l Login, s Stream) Result {
-	key := model.Key{Source: t.Source, Stream: s.Name(), Login: l.Name}
+	key := model.Key{Source: t.Source, Stream: s.Declared().Name, Login: l.Name}
 	runID, err := db.StartRun(ctx, conn, key, model.KindReset)
 	if err != nil {
 		return Result{Status: model.StatusFailed, Err: err}
@@ -345,7 +346,7 @@ func (rn *Runner) resetLogin(ctx context.Context, conn *pgx.Conn, t Target, l Lo
 		if isResetter {
 			id, err := l.Client.Identity(ctx)
 			if err != nil {
-				return fmt.Errorf("%s: the login's company and branch are needed to reset it: %w", s.Name(), err)
+				return fmt.Errorf("%s: the login's company and branch are needed to reset it: %w", s.Declared().Name, err)
 			}
 			scope = model.Scope{Key: key, CompanyID: id.CompanyID, BranchID: id.BranchID}
 		}
@@ -354,11 +355,11 @@ func (rn *Runner) resetLogin(ctx context.Context, conn *pgx.Conn, t Target, l Lo
 			return fmt.Errorf("begin: %w", db.Describe(err))
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		if err := db.ResetStream(ctx, tx, key); err != nil {
+		if err := db.ResetStream(ctx, db.InTx(tx), key); err != nil {
 			return err
 		}
 		if isResetter {
-			forgot, err := rs.Reset(ctx, tx, scope)
+			forgot, err := rs.Reset(ctx, db.InTx(tx), scope)
 			if err != nil {
 				return err
 			}

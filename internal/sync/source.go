@@ -12,29 +12,44 @@ import (
 	"github.com/erpsync/erpsync/internal/model"
 )
 
-// preparedPage is a fetched page turned into rows to write, rejected records and
-// drift, with where the sweep goes after it.
+// preparedPage is a fetched page turned into rows to write: what it
+// holds, where it stands in the list, and what a sweep learns of it.
 type preparedPage struct {
-	answer   *erp.Page // the rows point into it; the page source releases it
-	number   int64     // the page's number in the sweep, for messages
+	answer *erp.Page   // the rows point into it; the page source releases it
+	number int64       // the page's number in the walk's pass, for messages
+	scope  model.Scope // the run's, for reprepare
+	pageRecords
+	pagePlace
+	pageEvidence
+}
+
+// pageRecords is what a page holds, ready to write.
+type pageRecords struct {
 	rows     []db.Row
 	rejected []db.Rejected
 	drift    []db.Drift
 	received int
-	cursor   string // cursor of the next page ("" at the end, or when not resumable)
-	last     bool   // no page follows
-	// at is the position its request carried: asking from there asks
-	// for this page again (a follow's anchor).
-	at db.Anchor
 	// ids are the ids of its usable records in list order, a record
 	// listed twice on it included (for the list's order).
-	ids   []string
-	total int64 // the list's size as the ERP stated it; -1 unknown
+	ids []string
+}
+
+// pagePlace is where a page stands in the list.
+type pagePlace struct {
+	// at is the position its request carried: asking from there asks
+	// for this page again (an anchor).
+	at     db.Anchor
+	cursor string // cursor of the next page ("" at the end, or when not resumable)
+	last   bool   // no page follows
+	total  int64  // the list's size as the ERP stated it; -1 unknown
+}
+
+// pageEvidence is what a complete sweep learns of a page besides its rows.
+type pageEvidence struct {
 	// labelled counts its records that carry their own company and
 	// branch, otherBranch those of them not of the login's.
 	labelled, otherBranch int
-	scope                 model.Scope // the run's, for reprepare
-	// cut: the sweep is this one page, which gave no paging signal and
+	// cut: the list is this one page, which gave no paging signal and
 	// holds exactly a page's worth of records (see mayBeCut).
 	cut bool
 	// known: the ERP answered the page's request with the same bytes as

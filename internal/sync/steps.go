@@ -3,27 +3,31 @@ package sync
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/db"
 )
 
 // runSteps runs a Stepper's steps, one transaction each.
 func (r *Run) runSteps(ctx context.Context, s Stepper) error {
 	return s.Steps(ctx, r, func(step Step) error {
-		err := r.commit(ctx, nil, nil, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-			st := step.Read
-			if step.Write == nil {
-				return st, nil
-			}
-			w, err := step.Write(ctx, tx)
-			st.Add(w)
-			return st, err
-		})
+		err := r.commit(ctx, stepUnit(step))
 		step.Hold.release()
 		if err != nil {
 			return err
 		}
 		return r.Stopped()
 	})
+}
+
+// stepUnit is the transaction of one step: its rows, as its Write writes
+// them, counted with what it read.
+type stepUnit Step
+
+func (s stepUnit) write(ctx context.Context, tx db.Tx) (written, error) {
+	w := written{stats: s.Read}
+	if s.Write == nil {
+		return w, nil
+	}
+	wrote, err := s.Write(ctx, tx)
+	w.stats.Add(wrote)
+	return w, err
 }

@@ -21,20 +21,19 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
 // Stream is one kind of record pulled from a source into the warehouse.
-// It is its catalog entry: Info declares everything else erpsync needs to
-// know of it, and it may also be a Prober and a Verifier. A stream is
-// either a *List (a list route mirrored into a table, walked by the
-// engine) or a Stepper (anything else, which yields steps the engine
+// It is its catalog entry: its Info declares everything erpsync needs to
+// know of it, once, and it may also be a Prober and a Verifier. A stream
+// is a *List (a list route mirrored into a table, walked by the engine),
+// a *Fanout (one child per parent, which the engine pages and commits),
+// or another Stepper (anything else, which yields steps the engine
 // commits).
 type Stream interface {
-	Name() string
-	Info() Info
+	Declared() Info
 }
 
 // Stepper is a stream that is not a list (one request per record, a
@@ -60,7 +59,7 @@ type Step struct {
 	// Write writes the step's rows in its transaction and says what it
 	// did; nil for a step that writes only its bookkeeping (records
 	// rejected, drift).
-	Write func(ctx context.Context, tx pgx.Tx) (model.RunStats, error)
+	Write func(ctx context.Context, tx db.Tx) (model.RunStats, error)
 	// Read counts what the step read, added to what Write says.
 	Read model.RunStats
 	// Hold is what the step's rows point into (View.ReadList); it is
@@ -68,10 +67,14 @@ type Step struct {
 	Hold *Listed
 }
 
-// Info is what a stream declares of itself, besides how it syncs. A zero
-// field is its default.
+// Info is what a stream declares of itself, besides how it syncs: each
+// fact once. A zero field is its default.
 type Info struct {
-	// Route is what it reads at the ERP, as the documentation shows it.
+	// Name is the stream's name: in ERPSYNC_STREAMS, the configuration,
+	// logs, metrics and erp.sync_runs.
+	Name string
+	// Route is what it reads at the ERP, as the documentation shows it (a
+	// List writes its own from its path).
 	Route string
 	// Permission is what reading it needs, as the API reference names
 	// it; "" when the reference lists none.
@@ -84,7 +87,7 @@ type Info struct {
 	Schedule string
 	// Follows: the stream is a paged list, read in follow runs between
 	// its complete sweeps (Runner.Follow), new records on Schedule and the
-	// whole list on SweepSchedule.
+	// whole list on SweepSchedule (a List says so itself).
 	Follows bool
 	// SweepSchedule is the default schedule of its complete sweeps when it
 	// Follows; "" is ScheduleDefault.
@@ -94,14 +97,12 @@ type Info struct {
 	// History is whether its table has a history (versions Postgres
 	// writes on every change).
 	History History
-	// Rows is the table it writes rows of as lists do (Table.Row,
-	// Run.Upsert), if it does: its name, money columns and expected
-	// fields are taken from it, and `erpsync verify` compares it.
-	Rows *Table
-	// Table and Money name its warehouse table and money columns when it
-	// writes no Rows.
-	Table string
-	Money []string
+	// Table is the warehouse table it writes: an entity table whose rows
+	// it writes as lists do (Table.Row, Run.Upsert), from which its money
+	// columns and expected fields are taken and which `erpsync verify`
+	// compares; or a table of a shape of its own (Table.Own), declared by
+	// its name and money columns.
+	Table *Table
 	// Access is the rule by which scoped logins read its table (and its
 	// history); the zero value is by company. Its migration puts the same
 	// rule on the table (erp.apply_access), which a catalog test checks.
@@ -113,20 +114,37 @@ type Info struct {
 	Settings []Setting
 }
 
-// TableName is the stream's warehouse table, schema-qualified.
-func (i Info) TableName() string {
-	if i.Rows != nil {
-		return "erp." + i.Rows.Name
+// validateTable checks the stream's table, named as the stream when it
+// does not say otherwise.
+func (i *Info) validateTable() error {
+	if i.Table == nil {
+		return nil
 	}
-	return i.Table
+	if i.Table.Name == "" {
+		i.Table.Name = i.Name
+	}
+	return i.Table.Validate()
+}
+
+// Declared is the Info itself: a stream that embeds its Info (a Fanout)
+// declares it so.
+func (i Info) Declared() Info { return i }
+
+// TableName is the stream's warehouse table, schema-qualified ("" when it
+// declares none).
+func (i Info) TableName() string {
+	if i.Table == nil {
+		return ""
+	}
+	return "erp." + i.Table.Name
 }
 
 // MoneyColumns are the stream's money columns (exact numeric).
 func (i Info) MoneyColumns() []string {
-	if i.Rows != nil {
-		return i.Rows.columnsOf(true)
+	if i.Table == nil {
+		return nil
 	}
-	return i.Money
+	return i.Table.columnsOf(true)
 }
 
 // ScheduleDefault is the schedule of the stream where the configuration
@@ -228,7 +246,7 @@ var streamName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
 // Add adds a stream; its name must be new and valid, its definition valid.
 func (c *Catalog) Add(s Stream) error {
-	name := s.Name()
+	name := s.Declared().Name
 	if !streamName.MatchString(name) {
 		return fmt.Errorf("stream name %q: want lower-case letters, digits and '_', starting with a letter", name)
 	}
@@ -260,7 +278,7 @@ func (c *Catalog) Lookup(name string) (Stream, bool) {
 func (c *Catalog) Core() []string {
 	var out []string
 	for _, n := range c.Names() {
-		if c.byName[n].Info().Core {
+		if c.byName[n].Declared().Core {
 			out = append(out, n)
 		}
 	}

@@ -61,15 +61,19 @@ type Column struct {
 	Scale int
 }
 
-// Table is an entity table of the warehouse as streams fill it:
-// erp.<Name>, keyed by (source, id), with the shared columns (company_id,
-// branch_id, payload, payload_hash, listed_by, first_seen_at, synced_at,
-// deleted_at) and Columns, read from each record. A List has one; a
-// stream of its own declares one to write rows the way lists do (Row,
-// then Run.Upsert: unchanged rows skipped, labels, history), and to verify
-// and probe them.
+// Table is a stream's warehouse table, erp.<Name>. Most are entity tables
+// as streams fill them: keyed by (source, id), with the shared columns
+// (company_id, branch_id, payload, payload_hash, listed_by, first_seen_at,
+// synced_at, deleted_at) and Columns, read from each record. A List has
+// one; a stream of its own declares one to write rows the way lists do
+// (Row, then Run.Upsert: unchanged rows skipped, labels, history), and to
+// verify and probe them. A table of a shape of its own (Own) is written
+// by its stream; it declares only its money columns (Name and Type), for
+// the sums `erpsync verify` reports.
 type Table struct {
+	// Name is the table's name in schema erp ("": the stream's).
 	Name    string
+	Own     bool
 	Columns []Column
 	// Also are the top-level fields expected besides those the columns
 	// read ("id" is expected as "number|string" unless Also says
@@ -149,6 +153,14 @@ func (e Expectation) Check(rec erp.Record, id string, drift *Drift) {
 func (t *Table) Validate() error {
 	if !streamName.MatchString(t.Name) {
 		return fmt.Errorf("table name %q: want lower-case letters, digits and '_'", t.Name)
+	}
+	if t.Own {
+		for _, c := range t.Columns {
+			if c.Name == "" || c.Type != Money {
+				return fmt.Errorf("table %s: a table of its own declares only its money columns, by name", t.Name)
+			}
+		}
+		return nil
 	}
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {

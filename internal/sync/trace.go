@@ -62,7 +62,7 @@ func endRunSpan(span trace.Span, res Result) {
 func startPageSpan(ctx context.Context, r *Run, n int64) (context.Context, trace.Span) {
 	ctx, span := tracer().Start(ctx, "page")
 	if span.IsRecording() {
-		span.SetAttributes(attrPage.Int64(n), attrSweepID.Int64(r.sweepID))
+		span.SetAttributes(attrPage.Int64(n), attrSweepID.Int64(r.result.sweepID))
 	}
 	return ctx, span
 }
@@ -91,12 +91,12 @@ type commitSpan struct {
 // startCommitSpan starts the span of one transaction of the run.
 func (r *Run) startCommitSpan(ctx context.Context) (context.Context, commitSpan) {
 	ctx, span := tracer().Start(ctx, "commit")
-	return ctx, commitSpan{span: span, before: r.stats}
+	return ctx, commitSpan{span: span, before: r.result.stats}
 }
 
-// end records what the commit wrote (the pages of bk, if a walk's) and
+// end records what the commit wrote (the pages of w, if a walk's) and
 // ends the span.
-func (c commitSpan) end(r *Run, bk *book, err error) {
+func (c commitSpan) end(r *Run, w written, err error) {
 	defer c.span.End()
 	if !c.span.IsRecording() {
 		return
@@ -105,11 +105,10 @@ func (c commitSpan) end(r *Run, bk *book, err error) {
 		c.span.SetStatus(codes.Error, "commit failed")
 		return
 	}
-	if bk != nil && len(bk.pages) > 0 {
-		c.span.SetAttributes(attrSweepID.Int64(r.sweepID), attrPage.Int64(bk.pages[0].number),
-			attribute.Int64("erpsync.page.through", bk.pages[len(bk.pages)-1].number))
+	if w.first > 0 {
+		c.span.SetAttributes(attrSweepID.Int64(r.result.sweepID), attrPage.Int64(w.first), attribute.Int64("erpsync.page.through", w.through))
 	}
-	a, b := r.stats, c.before
+	a, b := r.result.stats, c.before
 	setStats(c.span, model.RunStats{Pages: a.Pages - b.Pages, Seen: a.Seen - b.Seen, Inserted: a.Inserted - b.Inserted,
 		Updated: a.Updated - b.Updated, Unchanged: a.Unchanged - b.Unchanged, Rejected: a.Rejected - b.Rejected, Deleted: a.Deleted - b.Deleted})
 }

@@ -537,7 +537,93 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("the scoped login sees %v, want main/1 only", sums)
 		}
 	})
+
+	t.Run("CarriesASweepInterruptedByTheReleaseBeforeIntoTheLedger", func(t *testing.T) {
+		// A warehouse written by the release before this one (schema 17) in
+		// the middle of a sweep of a list that is followed: the sweep's
+		// checkpoint holds how far the follow runs had read when it began.
+		// After the upgrade the login's ledger holds it, and the resumed
+		// sweep, which inserts a record below it that the follow runs
+		// missed, demotes the list to complete sweeps as that release's
+		// sweep would have.
+		t.Parallel()
+		ctx := context.Background()
+		sim := erpsim.New(erpsim.Options{Invoices: 250})
+		admin := testdb.EmptyOwned(t)
+		owner, err := db.Open(ctx, testdb.OwnerURL(admin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(owner.Close)
+		migrateUpTo(t, owner, lastRelease)
+		pool, err := db.Open(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		q := func(sql string, args ...any) string {
+			t.Helper()
+			var s *string
+			if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			return str(s)
+		}
+		const login = "erpsync"
+		cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, erpsim.User{Username: login, Password: "erpsync-demo-password"}, 50, login, 2)
+		invoices := sim.Invoices()
+		missed, highest := fmt.Sprint(invoices[150].ID), fmt.Sprint(invoices[len(invoices)-1].ID)
+		key := func(id string) string { return fmt.Sprintf("0%04d%s", len(id), id) }
+		for _, st := range []struct {
+			sql  string
+			args []any
+		}{
+			// A record the follow runs missed: not in the warehouse, below
+			// the highest id they had read.
+			{`DELETE FROM erp.invoices WHERE id = $1`, []any{missed}},
+			{`INSERT INTO erp.sync_checkpoints (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, sweep_order,
+			      sweep_last_id, sweep_max_key, sweep_followed_key, last_sweep_id, last_sweep_started_at, last_sweep_completed_at)
+			  VALUES ('main', 'invoices', $1, 7, now() - interval '1 hour', $2, 1, $3, 'ascending', $4, $5, $6, 6,
+			      now() - interval '2 days', now() - interval '2 days')`,
+				[]any{login, cursor, len(firstPage), firstPage[len(firstPage)-1], key(firstPage[len(firstPage)-1]), key(highest)}},
+			{`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT 7, unnest($1::text[])`, []any{firstPage}},
+			{`INSERT INTO erp.sync_follow (source, stream, login, sweep_orders, list_order, max_key, followed_key, anchors, last_follow_at)
+			  VALUES ('main', 'invoices', $1, '{ascending,ascending}', 'ascending', $2, $2, '[]', now() - interval '1 minute')`,
+				[]any{login, key(highest)}},
+		} {
+			if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
+				t.Fatalf("%s: %v", st.sql, err)
+			}
+		}
+
+		if _, err := db.Migrate(ctx, owner, nil); err != nil {
+			t.Fatalf("upgrading: %v", err)
+		}
+		if got := q(`SELECT sweep_followed_key FROM erp.sync_follow WHERE stream = 'invoices'`); got != key(highest) {
+			t.Fatalf("the ledger holds %q as where the follow runs stood, want the checkpoint's %q", got, key(highest))
+		}
+
+		runner := &sync.Runner{Pool: testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime")), Prefetch: 1}
+		srv := httptest.NewServer(sim)
+		t.Cleanup(srv.Close)
+		client, err := erp.New(erp.Options{BaseURL: srv.URL, Username: login, Password: "erpsync-demo-password"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgt := sync.Target{Source: "main", PageSize: 50, Logins: []sync.Login{{Name: login, Client: client}}}
+		res := syncLogins(t, runner, tgt, "invoices")[0]
+		if res.SweepID != 7 || res.Stats.Inserted != 1 {
+			t.Errorf("the run after the upgrade: sweep %d, %+v; want sweep 7 resumed, inserting the record the follows missed", res.SweepID, res.Stats)
+		}
+		if why := q(`SELECT demoted_why FROM erp.sync_follow WHERE stream = 'invoices'`); !strings.Contains(why, "1 records at or below the highest id follow runs had read") {
+			t.Errorf("the list's demotion after the resumed sweep: %q; want it demoted for the record the follows missed", why)
+		}
+	})
 }
+
+// lastRelease is the schema version of the release before this one
+// (cc247a8).
+const lastRelease = 17
 
 // previousRelease is the schema version of the release before the
 // hardened access model (fd15670).

@@ -72,7 +72,7 @@ type VerifyOptions struct {
 	LockWait time.Duration // how long to wait for a stream a sync is writing
 }
 
-// Verifier is a stream whose warehouse rows (Info.Rows, with its money
+// Verifier is a stream whose warehouse rows (Info.Table, with its money
 // columns, their sums grouped by Info.Month) can be compared with what the
 // ERP lists. Verify reads the stream's route through one login (it is
 // called once per login of the source) and hands each page's rows, as a
@@ -112,9 +112,9 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 	// read-only.
 	comparisons := make([]*db.Comparison, len(streams))
 	for i, s := range streams {
-		info := s.Info()
-		if _, ok := s.(Verifier); ok && info.Rows != nil {
-			c, err := info.Rows.db.NewComparison(ctx, conn, info.MoneyColumns(), info.Month, o.Sample)
+		info := s.Declared()
+		if _, ok := s.(Verifier); ok && info.Table != nil && !info.Table.Own {
+			c, err := info.Table.db.NewComparison(ctx, conn, info.MoneyColumns(), info.Month, o.Sample)
 			if err != nil {
 				return nil, err
 			}
@@ -126,10 +126,10 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 	}
 	out := make([]VerifyReport, len(streams))
 	for i, s := range streams {
-		rep := VerifyReport{Source: t.Source, Stream: s.Name()}
+		rep := VerifyReport{Source: t.Source, Stream: s.Declared().Name}
 		if vs, ok := s.(Verifier); !ok || comparisons[i] == nil {
 			rep.Skipped = "erpsync cannot compare this stream row by row"
-		} else if err := verifyStream(ctx, conn, t, s.Name(), vs, comparisons[i], &rep, o); err != nil {
+		} else if err := verifyStream(ctx, conn, t, s.Declared().Name, vs, comparisons[i], &rep, o); err != nil {
 			if ctx.Err() != nil {
 				return out, ctx.Err()
 			}
@@ -182,7 +182,7 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s 
 // are counted, not compared.
 func (l *List) Verify(ctx context.Context, v *Verification) error {
 	lister := v.login.Client.List(l.request(v.target, ""))
-	n := len(l.Columns)
+	n := len(l.Table.Columns)
 	for {
 		page, err := lister.Next(ctx)
 		if errors.Is(err, io.EOF) {

@@ -16,39 +16,79 @@ import (
 // A walk is one pass over a list route's pages: a page source fetches and
 // prepares them (ahead of the writer), a committer writes each page, or a
 // group of pages during a bulk load, in one transaction with the walk's
-// bookkeeping. What differs between a complete sweep and a follow run is
-// a policy: where the walk starts, what each transaction records besides
-// the rows, what a page must show before it is written, and when the walk
-// is done.
-type policy interface {
-	// start is the walk's first request and how many pages of the same
-	// pass were committed before it (for page numbers in messages).
-	start() (erp.ListRequest, int64)
-	// known are the pages whose rows need no comparing (off: none).
-	known() knownPages
+// bookkeeping. What differs between ways of reading a list (a complete
+// sweep, a follow run of what is new, a second look at pages read) is a
+// reading: where the walk starts and how it writes, what a page must
+// show before it is written, what each transaction records besides the
+// rows, and how the last one ends. Each reading owns its state; the walk
+// hands it each page and each transaction, and nothing else does.
+type reading interface {
+	// plan is where the walk starts and how it writes; asked once.
+	plan() walkPlan
+	// admit judges a fetched page before anything of it is written: the
+	// walk writes it (ending there when the admission says last), or
+	// ends without writing it when the reading refuses it.
+	admit(ctx context.Context, page *preparedPage) (admission, error)
+	// stage queues, in the batch of the transaction that writes bk's
+	// pages, the reading's own statements, and returns what the reading
+	// becomes once that transaction commits.
+	stage(statements *pgx.Batch, bk *book) staged
+}
+
+// walkPlan is where a walk starts and how it writes.
+type walkPlan struct {
+	// request is the walk's first request; before counts the pages of
+	// the same pass committed before it (for page numbers in messages).
+	request erp.ListRequest
+	before  int64
+	// known are the pages whose rows need no comparing (zero: none).
+	known knownPages
 	// seenBy is the sweep whose seen-list records the ids written (0:
-	// none; a bulk load needs none, see markDeletions).
-	seenBy() int64
-	// bulk reports whether pages are COPYed straight into the table, in
-	// groups while they arrive back to back.
-	bulk() bool
-	// ahead reports whether pages may be fetched ahead of the one being
-	// written: not where the walk's end depends on what a page holds
-	// (each page fetched ahead would be a request for nothing).
-	ahead() bool
-	// admit checks a fetched page before it is written; an error ends
-	// the walk with nothing of the page written.
-	admit(ctx context.Context, page *preparedPage) error
-	// queue queues, in the batch of a transaction writing book's pages,
-	// the policy's statements, and reports whether the pages end the walk;
-	// end then runs in the same transaction.
-	queue(statements *pgx.Batch, book *book) (last bool)
-	end(ctx context.Context, tx pgx.Tx, book *book) (freshAt time.Time, deleted int64, err error)
-	// committed is told that the transaction committed.
-	committed(ctx context.Context, freshAt time.Time)
-	// done reports, after page b was committed, whether the walk ends
-	// there (besides the end of the list).
-	done(ctx context.Context, page *preparedPage) (bool, error)
+	// none; a bulk load needs none).
+	seenBy int64
+	// bulk: pages are COPYed straight into the table, in groups while
+	// they arrive back to back.
+	bulk bool
+	// ahead: pages may be fetched ahead of the one being written; not
+	// where the walk's end depends on what a page holds (each page
+	// fetched ahead would be a request for nothing).
+	ahead bool
+	// look: the walk writes nothing; the reading only looks at pages.
+	look bool
+}
+
+// admission is a reading's judgement of a page: refused (why) ends the
+// walk without writing it; last ends the walk once it is written.
+type admission struct {
+	refused verdict
+	last    bool
+}
+
+// verdict is why a reading refused a page: "" when it did not. A reading
+// that cannot prove its ground (a follow run whose first page does not
+// overlap what the warehouse holds) says so with a verdict, and whoever
+// runs it decides what to do instead.
+type verdict struct {
+	why string
+	// elsewhere: the refusal is about where the walk began; a walk that
+	// begins elsewhere may be admitted.
+	elsewhere bool
+}
+
+// staged is what a reading becomes once a transaction commits: last says
+// the transaction ends the walk, and end then runs in it after the
+// bookkeeping; adopt takes the reading's next state, with what end gave.
+type staged struct {
+	last  bool
+	end   func(ctx context.Context, tx db.Tx, bk *book) (ended, error)
+	adopt func(ctx context.Context, e ended)
+}
+
+// ended is what the end of a complete read did: when its data were
+// complete, and how many rows it marked deleted.
+type ended struct {
+	freshAt time.Time
+	deleted int64
 }
 
 // book is what one transaction of a walk writes: its pages, and the ids of
@@ -67,50 +107,51 @@ type book struct {
 }
 
 // walk reads pages from a page source and hands them to a committer until
-// the policy says the walk is done, the list ends, or something fails. The
-// source checks for a stop before each page; page memory goes back to the
-// pool once a page is committed.
-func (l *List) walk(ctx context.Context, r *Run, p policy) error {
-	known := p.known()
-	prepare := func(pg *erp.Page) *preparedPage { return l.prepare(pg, known, r.scope) }
-	req, before := p.start()
-	src := r.newPageSource(ctx, req, before, prepare, p.ahead())
+// the reading says the walk is done, the list ends, the reading refuses a
+// page (its verdict), or something fails. The source checks for a stop
+// before each page; page memory goes back to the pool once a page is
+// committed.
+func (l *List) walk(ctx context.Context, r *Run, rd reading) (verdict, error) {
+	p := rd.plan()
+	prepare := func(pg *erp.Page) *preparedPage { return l.prepare(pg, p.known, r.scope) }
+	src := r.newPageSource(ctx, p.request, p.before, prepare, p.ahead)
 	defer src.close()
-	c := &committer{run: r, list: l, policy: p, src: src, known: known}
+	c := &committer{run: r, list: l, reading: rd, plan: p, src: src}
 	for {
 		page, err := src.next(ctx, nil)
 		if err != nil {
-			return err
+			return verdict{}, err
 		}
-		if err := p.admit(ctx, page); err != nil {
+		adm, err := rd.admit(ctx, page)
+		if err != nil || adm.refused.why != "" {
 			src.release(page)
-			return err
+			return adm.refused, err
 		}
-		var last bool
-		if p.bulk() && src.prefetching() && !page.last {
+		last := page.last || adm.last
+		switch {
+		case p.look:
+			src.release(page)
+		case p.bulk && src.prefetching() && !last:
 			last, err = c.group(ctx, page)
-		} else {
-			last, err = page.last, c.page(ctx, page)
-			if err == nil && !last {
-				last, err = p.done(ctx, page)
-			}
+		default:
+			err = c.page(ctx, page)
 			src.release(page)
 		}
 		if err != nil || last {
-			return err
+			return verdict{}, err
 		}
 	}
 }
 
 // committer writes a walk's pages: one page per transaction, or, during a
-// bulk load, groups of pages in one COPY. Both end with the run's one
-// bookkeeping and the policy's.
+// bulk load, groups of pages in one COPY. Each transaction is a pagesUnit
+// for Run.commit.
 type committer struct {
-	run    *Run
-	list   *List
-	policy policy
-	src    *pageSource
-	known  knownPages
+	run     *Run
+	list    *List
+	reading reading
+	plan    walkPlan
+	src     *pageSource
 	// written are the ids the walk wrote so far; a known page holding one
 	// of them is not skipped (see page). Past maxWritten ids, no page is
 	// skipped for the rest of the walk.
@@ -123,55 +164,81 @@ type committer struct {
 // table; a row that is there already (it moved behind the cursor and an
 // earlier page loaded it) makes it write the page again, upserting.
 func (c *committer) page(ctx context.Context, page *preparedPage) error {
-	if page.known && (c.mayHaveWritten(page.rows) || c.known.touched(page.rows)) {
+	if page.known && (c.mayHaveWritten(page.rows) || c.plan.known.touched(page.rows)) {
 		// This walk wrote one of the page's rows already (it is listed on
 		// an earlier page too), or something else changed one since the
 		// page was known: the page must be compared after all.
 		c.list.reprepare(page)
 	}
-	bulk := c.policy.bulk()
-	err := c.write(ctx, newPageRows(page, nil), bulk)
-	if bulk && db.IsUniqueViolation(err) {
+	err := c.run.commit(ctx, c.unit(newPageRows(page, nil), c.plan.bulk))
+	if c.plan.bulk && db.IsUniqueViolation(err) {
 		c.run.log.Debug("bulk load met an existing row; upserting this page")
 		c.fellBack = true
-		err = c.write(ctx, newPageRows(page, nil), false)
+		err = c.run.commit(ctx, c.unit(newPageRows(page, nil), false))
 	}
 	if err != nil {
-		return fmt.Errorf("%s page %d: %w", c.list.Stream, page.number, err)
+		return fmt.Errorf("%s page %d: %w", c.list.Name, page.number, err)
 	}
 	return nil
 }
 
-// write commits the pages of rows in one transaction: COPYed straight
+// unit is the transaction that writes the pages of rows: COPYed straight
 // into the table (copyNew), or upserted (one page).
-func (c *committer) write(ctx context.Context, rows *pageRows, copyNew bool) error {
-	bk := &book{fellBack: c.fellBack}
-	return c.run.commit(ctx, c.policy, bk, func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		var up db.UpsertResult
-		var err error
-		switch {
-		case rows.pages[0].known:
-			// Rows the warehouse has as they are: only seen (queued with
-			// the policy's statements).
-			bk.seen = rows.ids()
-			up.Unchanged = int64(len(rows.pages[0].rows))
-		case copyNew:
-			up.Inserted, err = c.list.table.db.CopyNew(ctx, tx, c.run.scope, rows)
-		default:
-			up, err = c.list.table.db.Upsert(ctx, tx, c.run.scope, rows.pages[0].rows,
-				db.UpsertOptions{SeenBy: c.policy.seenBy(), CountOthers: len(c.run.target.Logins) > 1})
-			c.wrote(up.Changed)
-			bk.newIDs = up.New
-		}
-		// The pages a COPY took are known only once it ran: the bookkeeping
-		// (policy's statements, rejected records, drift) covers exactly
-		// those.
-		bk.pages, bk.othersListed = rows.pages, up.OthersListed
-		if err == nil && c.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {
-			err = c.list.AfterWrite(ctx, tx, c.run.scope, rows.ids())
-		}
-		return model.RunStats{Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
-	})
+func (c *committer) unit(rows *pageRows, copyNew bool) *pagesUnit {
+	return &pagesUnit{committer: c, rows: rows, copyNew: copyNew}
+}
+
+// pagesUnit is one transaction of a walk: its pages' rows, then the
+// reading's statements.
+type pagesUnit struct {
+	*committer
+	rows    *pageRows
+	copyNew bool
+}
+
+func (u *pagesUnit) write(ctx context.Context, tx db.Tx) (written, error) {
+	bk := &book{fellBack: u.fellBack}
+	var up db.UpsertResult
+	var err error
+	table := u.list.Table.db
+	switch {
+	case u.rows.pages[0].known:
+		// Rows the warehouse has as they are: only seen (queued with the
+		// reading's statements).
+		bk.seen = u.rows.ids()
+		up.Unchanged = int64(len(u.rows.pages[0].rows))
+	case u.copyNew:
+		up.Inserted, err = table.CopyNew(ctx, tx, u.run.scope, u.rows)
+	default:
+		up, err = table.Upsert(ctx, tx, u.run.scope, u.rows.pages[0].rows,
+			db.UpsertOptions{SeenBy: u.plan.seenBy, CountOthers: len(u.run.target.Logins) > 1})
+		u.wrote(up.Changed)
+		bk.newIDs = up.New
+	}
+	// The pages a COPY took are known only once it ran: the bookkeeping
+	// (the reading's statements, rejected records, drift) covers exactly
+	// those.
+	bk.pages, bk.othersListed = u.rows.pages, up.OthersListed
+	if err == nil && u.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {
+		err = u.list.AfterWrite(ctx, tx, u.run.scope, u.rows.ids())
+	}
+	if err != nil {
+		return written{}, err
+	}
+	w := written{stats: model.RunStats{Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, statements: &pgx.Batch{},
+		first: bk.pages[0].number, through: bk.pages[len(bk.pages)-1].number}
+	for _, page := range bk.pages {
+		w.stats.Pages++
+		w.stats.Seen += int64(page.received)
+		w.rejected = append(w.rejected, page.rejected...)
+		w.drift = append(w.drift, page.drift...)
+	}
+	st := u.reading.stage(w.statements, bk)
+	w.replayable, w.adopt = !st.last, st.adopt
+	if st.end != nil {
+		w.end = func(ctx context.Context, tx db.Tx) (ended, error) { return st.end(ctx, tx, bk) }
+	}
+	return w, nil
 }
 
 // Group commits of bulk loads: while pages arrive faster than they can
@@ -202,7 +269,7 @@ func (c *committer) group(ctx context.Context, first *preparedPage) (last bool, 
 			c.src.release(page)
 		}
 	}()
-	err = c.write(ctx, g, true)
+	err = c.run.commit(ctx, c.unit(g, true))
 	if db.IsUniqueViolation(err) {
 		// A row is there already (it moved behind the cursor): write the
 		// group's pages one by one, each falling back to the upsert.
@@ -213,7 +280,7 @@ func (c *committer) group(ctx context.Context, first *preparedPage) (last bool, 
 			}
 		}
 	} else if err != nil {
-		return false, fmt.Errorf("%s pages %d-%d: %w", c.list.Stream, first.number, g.pages[len(g.pages)-1].number, err)
+		return false, fmt.Errorf("%s pages %d-%d: %w", c.list.Name, first.number, g.pages[len(g.pages)-1].number, err)
 	}
 	if g.pullErr != nil {
 		return false, g.pullErr

@@ -124,7 +124,8 @@ func TestCommitter(t *testing.T) {
 }
 
 func rowsPage(last bool, ids ...string) *preparedPage {
-	p := &preparedPage{last: last}
+	p := &preparedPage{}
+	p.last = last
 	for _, id := range ids {
 		p.rows = append(p.rows, db.Row{ID: id})
 	}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/db"
@@ -31,84 +30,87 @@ import (
 // CashboxLookup is the cashbox picker of the ERP's forms: id, name, type.
 func CashboxLookup() *sync.List {
 	return &sync.List{
-		Stream:   "cashbox_lookup",
-		Path:     "/accounts/api/cashboxes/lookup/",
-		Schedule: "@every 1h",
-		Columns: []sync.Column{
-			{Name: "name", Field: "name", Type: sync.Text},
-			{Name: "type", Field: "type", Type: sync.Text, Lenient: true},
+		Info: sync.Info{
+			Name:     "cashbox_lookup",
+			Schedule: "@every 1h",
+			History:  sync.HistoryOn,
+			Table: &sync.Table{Columns: []sync.Column{
+				{Name: "name", Field: "name", Type: sync.Text},
+				{Name: "type", Field: "type", Type: sync.Text, Lenient: true},
+			}},
 		},
-		History: sync.HistoryOn,
+		Path: "/accounts/api/cashboxes/lookup/",
 	}
 }
 
 // cashboxDetails reads the detail record of every cashbox listed, one
 // request each: it carries what the list does not (the ledger account
 // and the opening balance).
-type cashboxDetails struct{ table *sync.Table }
+type cashboxDetails struct {
+	*sync.Fanout[string]
+}
 
 // CashboxDetails is the cashbox details stream.
 func CashboxDetails() sync.Stream {
-	return cashboxDetails{table: &sync.Table{
-		Name: "cashbox_details",
-		Columns: []sync.Column{
-			{Name: "opening_balance", Field: "opening_balance", Type: sync.Money},
-			{Name: "account_code", Field: "account_code", Type: sync.Text, Lenient: true},
+	s := &cashboxDetails{}
+	s.Fanout = &sync.Fanout[string]{
+		Info: sync.Info{
+			Name:     "cashbox_details",
+			Route:    "GET /accounts/api/cashboxes/{pk}/ per cashbox",
+			Schedule: "@every 1h",
+			History:  sync.HistoryOn,
+			Table: &sync.Table{
+				Columns: []sync.Column{
+					{Name: "opening_balance", Field: "opening_balance", Type: sync.Money},
+					{Name: "account_code", Field: "account_code", Type: sync.Text, Lenient: true},
+				},
+				Also: map[string]string{"name": "string", "type": "string", "currency_code": "string",
+					"balance": "number|string", "is_active": "boolean", "branch_id": "number|string"},
+			},
 		},
-		Also: map[string]string{"name": "string", "type": "string", "currency_code": "string",
-			"balance": "number|string", "is_active": "boolean", "branch_id": "number|string"},
-	}}
+		Parents: sync.ListedParents(erp.ListRequest{Path: "/accounts/api/cashboxes/"}, cashboxID),
+		Child:   s.detail,
+	}
+	return s
 }
 
-func (cashboxDetails) Name() string { return "cashbox_details" }
-
-func (s cashboxDetails) Info() sync.Info {
-	return sync.Info{Route: "GET /accounts/api/cashboxes/{pk}/ per cashbox", Schedule: "@every 1h",
-		History: sync.HistoryOn, Rows: s.table}
+// cashboxID is the id of a cashbox listed (false: it has none).
+func cashboxID(it sync.Item) (string, bool) {
+	id, ok, err := it.Record.Text("id")
+	return id, err == nil && ok
 }
 
-// Validate prepares the table's SQL; the catalog calls it.
-func (s cashboxDetails) Validate() error { return s.table.Validate() }
-
-// Steps writes the details read in one step.
-func (s cashboxDetails) Steps(ctx context.Context, r *sync.Run, commit func(sync.Step) error) error {
+// detail reads one cashbox's detail: the step that writes its row.
+func (s *cashboxDetails) detail(ctx context.Context, r *sync.Run, id string) (sync.Child, error) {
 	var drift sync.Drift
-	rows, err := s.read(ctx, r.View, &drift, r.Reject)
-	if err != nil {
-		return err
-	}
+	row, err := s.row(ctx, r.View, id, &drift, r.Reject)
 	r.Drift(drift.Entries()...)
-	return commit(sync.Step{Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		return r.Upsert(ctx, tx, s.table, rows)
-	}})
+	if err != nil || row == nil {
+		return sync.Child{}, err
+	}
+	return sync.Child{Step: &sync.Step{Write: func(ctx context.Context, tx db.Tx) (model.RunStats, error) {
+		return r.Upsert(ctx, tx, s.Table, []db.Row{*row})
+	}}}, nil
 }
 
-// read reads the detail of every cashbox listed: rows as the table makes
-// them, the records that cannot be used handed to reject.
-func (s cashboxDetails) read(ctx context.Context, v *sync.View, drift *sync.Drift, reject func(db.Rejected)) ([]db.Row, error) {
-	ids, err := cashboxIDs(ctx, v)
+// row reads the detail of one cashbox as the table makes its row; a record
+// that cannot be used is handed to reject (nil row).
+func (s cashboxDetails) row(ctx context.Context, v *sync.View, id string, drift *sync.Drift, reject func(db.Rejected)) (*db.Row, error) {
+	path := erp.DetailPath("/accounts/api/cashboxes/", id, "/")
+	body, err := v.Get(ctx, path, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Name(), err)
+		return nil, fmt.Errorf("%s: cashbox %s: %w", s.Name, id, err)
 	}
-	var rows []db.Row
-	for _, id := range ids {
-		path := erp.DetailPath("/accounts/api/cashboxes/", id, "/")
-		body, err := v.Get(ctx, path, nil)
-		if err != nil {
-			return nil, fmt.Errorf("%s: cashbox %s: %w", s.Name(), id, err)
-		}
-		rec, raw, err := erp.DecodeObject(erp.RouteLabel(path), body)
-		var row db.Row
-		if err == nil {
-			row, err = s.table.Row(rec, raw, nil, drift)
-		}
-		if err != nil {
-			reject(db.Rejected{RecordID: id, Reason: err.Error(), Record: body})
-			continue
-		}
-		rows = append(rows, row)
+	rec, raw, err := erp.DecodeObject(erp.RouteLabel(path), body)
+	var row db.Row
+	if err == nil {
+		row, err = s.Table.Row(rec, raw, nil, drift)
 	}
-	return rows, nil
+	if err != nil {
+		reject(db.Rejected{RecordID: id, Reason: err.Error(), Record: body})
+		return nil, nil
+	}
+	return &row, nil
 }
 
 // cashboxIDs lists the ids of the cashboxes.
@@ -118,7 +120,7 @@ func cashboxIDs(ctx context.Context, v *sync.View) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if id, ok, err := it.Record.Text("id"); err == nil && ok {
+		if id, ok := cashboxID(it); ok {
 			ids = append(ids, id)
 		}
 	}
@@ -128,9 +130,19 @@ func cashboxIDs(ctx context.Context, v *sync.View) ([]string, error) {
 // Verify lets `erpsync verify` compare the table with the ERP: every
 // detail read again, as a sync reads it.
 func (s cashboxDetails) Verify(ctx context.Context, v *sync.Verification) error {
-	rows, err := s.read(ctx, v.View, nil, func(db.Rejected) { v.Rejected(1) })
+	ids, err := cashboxIDs(ctx, v.View)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	var rows []db.Row
+	for _, id := range ids {
+		row, err := s.row(ctx, v.View, id, nil, func(db.Rejected) { v.Rejected(1) })
+		if err != nil {
+			return err
+		}
+		if row != nil {
+			rows = append(rows, *row)
+		}
 	}
 	return v.Compare(ctx, rows, make([]string, len(rows)))
 }
@@ -152,7 +164,7 @@ func (s cashboxDetails) Probe(ctx context.Context, p *sync.Probe) sync.ProbeRepo
 		if rec, raw, err = erp.DecodeObject("/accounts/api/cashboxes/{pk}/", body); err == nil {
 			rep.Status = http.StatusOK
 			page := &erp.Page{Records: []json.RawMessage{raw}, Parsed: []erp.Record{rec}}
-			rep.Examine(page, []string{"id"}, s.Info().MoneyColumns(), s.table.Expected())
+			rep.Examine(page, []string{"id"}, s.Declared().MoneyColumns(), s.Table.Expected())
 			return rep
 		}
 	}
@@ -195,8 +207,18 @@ func TestAddingAStreamDoc(t *testing.T) {
 	pool, url := testdb.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if !t.Run("ItsMigrationsApply", func(t *testing.T) {
-		for _, m := range codeBlocks(string(doc), "sql") {
+	if !t.Run("ItsMigrationsAreWhatTheDeclarationsWriteAndApply", func(t *testing.T) {
+		blocks := codeBlocks(string(doc), "sql")
+		examples := []sync.Stream{CashboxLookup(), CashboxDetails()}
+		if len(blocks) != len(examples) {
+			t.Fatalf("the page has %d migrations, want one per example", len(blocks))
+		}
+		for i, s := range examples {
+			if want, err := sync.Migration(s); err != nil || blocks[i] != want {
+				t.Errorf("the page's migration of %s is not the one its declaration writes (%v):\n%s\nwant:\n%s", s.Declared().Name, err, blocks[i], want)
+			}
+		}
+		for _, m := range blocks {
 			up, _, _ := strings.Cut(m, "-- +goose Down")
 			if _, err := pool.Exec(ctx, up); err != nil {
 				t.Fatalf("the page's migration does not apply: %v\n%s", err, up)

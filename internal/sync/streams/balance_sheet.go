@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
@@ -28,17 +27,23 @@ import (
 // erpsync asks with date_to alone: the login's token carries its company
 // and branch, and a branch_id or scope_mode that the installation reads
 // otherwise would mix other branches into the login's tree.
-type balanceSheet struct{ path string }
+type balanceSheet struct {
+	*sync.Fanout[string]
+	path string
+}
 
-// BalanceSheet is the balance-sheet stream.
-func BalanceSheet() sync.Stream { return balanceSheet{path: "/accounts/api/balance-sheet-tree/"} }
-
-func (balanceSheet) Name() string { return "balance_sheet" }
-
-func (s balanceSheet) Info() sync.Info {
-	return sync.Info{Route: "GET " + s.path + "?date_to=D", Permission: "accounts.report.balance_sheet",
-		Table: "erp.balance_sheet_snapshots", History: sync.HistoryOn, Money: []string{"balance"},
-		Settings: []sync.Setting{sync.IntSetting("months", 24, 0, 600), sync.IntSetting("reread_months", 3, 0, 600)}}
+// BalanceSheet is the balance-sheet stream: one tree per date.
+func BalanceSheet() sync.Stream {
+	s := &balanceSheet{path: "/accounts/api/balance-sheet-tree/"}
+	s.Fanout = &sync.Fanout[string]{
+		Info: sync.Info{Name: "balance_sheet", Route: "GET " + s.path + "?date_to=D", Permission: "accounts.report.balance_sheet",
+			Table: &sync.Table{Name: "balance_sheet_snapshots", Own: true, Columns: []sync.Column{{Name: "balance", Type: sync.Money}}}, History: sync.HistoryOn,
+			Settings: []sync.Setting{sync.IntSetting("months", 24, 0, 600), sync.IntSetting("reread_months", 3, 0, 600)}},
+		Parents: dates,
+		Child:   s.tree,
+		Before:  keepRead,
+	}
+	return s
 }
 
 // maxTreeDepth bounds the recursion into a balance-sheet tree.
@@ -67,72 +72,83 @@ type tree struct {
 	seen  int // nodes listed, rejected ones included
 }
 
-// Steps claims the snapshots written before logins, reads today's tree
-// and the month ends due, then commits each date's tree in turn.
-func (s balanceSheet) Steps(ctx context.Context, r *sync.Run, commit func(sync.Step) error) error {
-	now := time.Now().UTC()
-	today := now.Format(time.DateOnly)
-	months, err := r.Int("months")
-	if err != nil {
-		return err
-	}
-	reread, err := r.Int("reread_months")
-	if err != nil {
-		return err
-	}
-	if after, err := r.AfterReset(ctx); err != nil {
-		return err
-	} else if after {
-		reread = months // the stream was reset: every month end again
-	}
-	ends := MonthEnds(now, months)
-	if err := commit(sync.Step{Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		return model.RunStats{}, db.ClaimLegacySnapshots(ctx, tx, r.Scope())
-	}}); err != nil {
-		return err
-	}
-	var kept map[string]bool
-	if err := r.Read(ctx, func(ctx context.Context, q db.Reader) (err error) {
-		kept, err = db.BalanceSheetDates(ctx, q, r.Scope())
-		return err
-	}); err != nil {
-		return err
-	}
-	// Today's first, then the month ends to read, newest first.
-	dates := []string{today}
-	for i, d := range ends {
-		if i < reread || !kept[d] {
-			dates = append(dates, d)
-		}
-	}
-	trees := make([]tree, 0, len(dates))
-	for _, d := range dates {
-		t, err := s.read(ctx, r, d)
+// dates are the dates to read, in one batch: today's first, then the
+// month ends to read, newest first (those not kept yet, and the most
+// recent reread_months again; every one after a reset).
+func dates(ctx context.Context, r *sync.Run) iter.Seq2[[]string, error] {
+	return func(yield func([]string, error) bool) {
+		now := time.Now().UTC()
+		months, err := r.Int("months")
 		if err != nil {
-			return err
+			yield(nil, err)
+			return
 		}
-		trees = append(trees, t)
-	}
-	if ignored(trees) {
-		// Every date gave the very same tree: the installation does not
-		// read date_to. Storing it under each month end would be wrong;
-		// only today's is kept, and the operator told.
-		r.Warn("the ERP answers the same balance-sheet tree whatever date_to says (%d dates read): only today's is kept", len(trees))
-		trees = trees[:1]
-	}
-	for _, t := range trees {
-		err := commit(sync.Step{Read: model.RunStats{Pages: 1, Seen: int64(t.seen)}, Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-			wrote, err := db.ReplaceBalanceSheet(ctx, tx, r.Scope(), t.asOf, t.nodes)
-			if wrote {
-				return model.RunStats{Inserted: int64(len(t.nodes))}, err
+		reread, err := r.Int("reread_months")
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		if after, err := r.AfterReset(ctx); err != nil {
+			yield(nil, err)
+			return
+		} else if after {
+			reread = months // the stream was reset: every month end again
+		}
+		var kept map[string]bool
+		if err := r.Read(ctx, func(ctx context.Context, q db.Reader) (err error) {
+			kept, err = db.BalanceSheetDates(ctx, q, r.Scope())
+			return err
+		}); err != nil {
+			yield(nil, err)
+			return
+		}
+		out := []string{now.Format(time.DateOnly)}
+		for i, d := range MonthEnds(now, months) {
+			if i < reread || !kept[d] {
+				out = append(out, d)
 			}
-			return model.RunStats{Unchanged: int64(len(t.nodes))}, err
-		}})
-		if err != nil {
-			return err
 		}
+		yield(out, nil)
 	}
-	return nil
+}
+
+// tree reads the tree as of a date, as the step that replaces it if it
+// changed. Today's, the first read, also claims the snapshots written
+// before logins.
+func (s *balanceSheet) tree(ctx context.Context, r *sync.Run, asOf string) (sync.Child, error) {
+	t, err := s.read(ctx, r, asOf)
+	if err != nil {
+		return sync.Child{}, err
+	}
+	today := asOf == time.Now().UTC().Format(time.DateOnly)
+	return sync.Child{Value: t, Step: &sync.Step{Read: model.RunStats{Pages: 1, Seen: int64(t.seen)}, Write: func(ctx context.Context, tx db.Tx) (model.RunStats, error) {
+		if today {
+			if err := db.ClaimLegacySnapshots(ctx, tx, r.Scope()); err != nil {
+				return model.RunStats{}, err
+			}
+		}
+		wrote, err := db.ReplaceBalanceSheet(ctx, tx, r.Scope(), t.asOf, t.nodes)
+		if wrote {
+			return model.RunStats{Inserted: int64(len(t.nodes))}, err
+		}
+		return model.RunStats{Unchanged: int64(len(t.nodes))}, err
+	}}}, nil
+}
+
+// keepRead keeps every tree read, unless every date gave the very same
+// tree: the installation does not read date_to, and storing it under
+// each month end would be wrong; only today's is kept, and the operator
+// told.
+func keepRead(r *sync.Run, read []sync.Child) []sync.Child {
+	trees := make([]tree, len(read))
+	for i, c := range read {
+		trees[i] = c.Value.(tree)
+	}
+	if !ignored(trees) {
+		return read
+	}
+	r.Warn("the ERP answers the same balance-sheet tree whatever date_to says (%d dates read): only today's is kept", len(trees))
+	return read[:1]
 }
 
 // ignored reports trees of at least three dates that are all the same:
@@ -156,18 +172,18 @@ func (s balanceSheet) read(ctx context.Context, r *sync.Run, asOf string) (tree,
 	route := erp.RouteLabel(s.path)
 	body, err := r.Get(ctx, s.path, url.Values{"date_to": {asOf}})
 	if err != nil {
-		return tree{}, fmt.Errorf("%s as of %s: %w", s.Name(), asOf, err)
+		return tree{}, fmt.Errorf("%s as of %s: %w", s.Name, asOf, err)
 	}
 	page, err := erp.DecodePage(route, body)
 	if err != nil {
-		return tree{}, fmt.Errorf("%s as of %s: %w", s.Name(), asOf, err)
+		return tree{}, fmt.Errorf("%s as of %s: %w", s.Name, asOf, err)
 	}
 	t := tree{asOf: asOf}
 	var drift sync.Drift
 	var walk func(records []json.RawMessage, parent string, depth int) error
 	walk = func(records []json.RawMessage, parent string, depth int) error {
 		if depth > maxTreeDepth {
-			return fmt.Errorf("%s as of %s: tree deeper than %d levels", s.Name(), asOf, maxTreeDepth)
+			return fmt.Errorf("%s as of %s: tree deeper than %d levels", s.Name, asOf, maxTreeDepth)
 		}
 		for i, raw := range records {
 			t.seen++
@@ -180,7 +196,7 @@ func (s balanceSheet) read(ctx context.Context, r *sync.Run, asOf string) (tree,
 			if children != nil {
 				sub, err := erp.DecodePage(route, children)
 				if err != nil {
-					return fmt.Errorf("%s as of %s: children of %s: %w", s.Name(), asOf, n.Node, err)
+					return fmt.Errorf("%s as of %s: children of %s: %w", s.Name, asOf, n.Node, err)
 				}
 				if err := walk(sub.Records, n.Node, depth+1); err != nil {
 					return err
@@ -253,7 +269,7 @@ func (s balanceSheet) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport
 		if page, err = erp.DecodePage(erp.RouteLabel(s.path), body); err == nil {
 			rep.Status = http.StatusOK
 			rep.Page(page, 0)
-			rep.Examine(page, nil, s.Info().Money, nodeFields.Fields())
+			rep.Examine(page, nil, s.Declared().MoneyColumns(), nodeFields.Fields())
 			monthEnd := MonthEnds(now, 1)[0]
 			if past, err := p.Get(ctx, s.path, url.Values{"date_to": {monthEnd}}); err == nil && string(past) == string(body) {
 				rep.Warnings = append(rep.Warnings, "the tree as of "+monthEnd+" is the same as today's: the ERP may not read date_to (sync warns if three dates agree)")

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
@@ -15,62 +13,32 @@ import (
 )
 
 // cashboxAccess mirrors who may use each cashbox: one request per cashbox
-// the ERP lists, one transaction per cashbox.
-type cashboxAccess struct{ path string }
-
-// CashboxAccess is the cashbox access stream.
-func CashboxAccess() sync.Stream { return cashboxAccess{path: "/accounts/api/cashboxes/"} }
-
-func (cashboxAccess) Name() string { return "cashbox_access" }
-
-func (s cashboxAccess) Info() sync.Info {
-	return sync.Info{Route: "GET " + s.path + ", then GET " + s.path + "{cashbox_id}/access/ per cashbox",
-		Table: "erp.cashbox_access"}
+// the ERP lists, one transaction per cashbox, then, through the deletion
+// decision, the grants no longer listed (their cashbox's list, or the
+// whole list of cashboxes, no longer holds them) are marked deleted, so
+// that access lists answered empty by an ERP that withdrew a permission do
+// not wipe every grant.
+type cashboxAccess struct {
+	*sync.Fanout[cashbox]
+	path string
 }
 
-// Steps commits the access list of each cashbox listed, then, through
-// the deletion guard, marks the grants no longer listed (their cashbox's
-// list, or the whole list of cashboxes, no longer holds them), so that
-// access lists answered empty by an ERP that withdrew a permission do not
-// wipe every grant.
-func (s cashboxAccess) Steps(ctx context.Context, r *sync.Run, commit func(sync.Step) error) error {
-	boxes, err := s.cashboxes(ctx, r)
-	if err != nil {
-		return err
+// CashboxAccess is the cashbox access stream.
+func CashboxAccess() sync.Stream {
+	s := &cashboxAccess{path: "/accounts/api/cashboxes/"}
+	s.Fanout = &sync.Fanout[cashbox]{
+		Info: sync.Info{Name: "cashbox_access", Route: "GET " + s.path + ", then GET " + s.path + "{cashbox_id}/access/ per cashbox",
+			Table: &sync.Table{Name: "cashbox_access", Own: true}},
+		// A cashbox without a usable id is skipped: the cashboxes stream
+		// reports it.
+		Parents: sync.ListedParents(erp.ListRequest{Path: s.path}, func(it sync.Item) (cashbox, bool) {
+			id, ok, err := it.Record.Text("id")
+			return cashbox{id: id, labels: sync.RecordLabels(it.Record)}, err == nil && ok && id != ""
+		}),
+		Child:    s.grants,
+		Children: db.CashboxAccess,
 	}
-	var listed db.AccessListed
-	for _, box := range boxes {
-		step, users, kept, err := s.grants(ctx, r, box)
-		if err != nil {
-			return err
-		}
-		if kept {
-			listed.Kept = append(listed.Kept, box.id)
-			continue
-		}
-		if err := commit(step); err != nil {
-			return err
-		}
-		for _, u := range users {
-			listed.Cashboxes, listed.Users = append(listed.Cashboxes, box.id), append(listed.Users, u)
-		}
-	}
-	return commit(sync.Step{Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		gone, live, _, err := db.CashboxAccessGone(ctx, tx, r.Scope(), listed, false)
-		if err != nil {
-			return model.RunStats{}, err
-		}
-		n, err := r.MarkGone(ctx, tx, sync.Deletions{
-			Rows: gone,
-			Live: live,
-			Digest: func() ([]byte, error) {
-				_, _, d, err := db.CashboxAccessGone(ctx, tx, r.Scope(), listed, true)
-				return d, err
-			},
-			Mark: func() (int64, error) { return db.MarkCashboxAccessGone(ctx, tx, r.Scope(), listed) },
-		})
-		return model.RunStats{Deleted: n}, err
-	}})
+	return s
 }
 
 // cashbox is a cashbox listed: its id and the labels it carries, which
@@ -80,36 +48,21 @@ type cashbox struct {
 	labels db.Labels
 }
 
-// cashboxes lists the cashboxes. A cashbox without a usable id is
-// skipped: the cashboxes stream reports it.
-func (s cashboxAccess) cashboxes(ctx context.Context, r *sync.Run) ([]cashbox, error) {
-	var ids []cashbox
-	for it, err := range r.Records(ctx, erp.ListRequest{Path: s.path}) {
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.Name(), err)
-		}
-		if id, ok, err := it.Record.Text("id"); err == nil && ok && id != "" {
-			ids = append(ids, cashbox{id: id, labels: sync.RecordLabels(it.Record)})
-		}
-	}
-	return ids, nil
-}
-
 // grants reads the access list of one cashbox: the step that writes it,
 // and the users it lists. A cashbox whose access route answers 404
 // (deleted since it was listed) keeps what the warehouse has until the
 // list drops it (kept).
-func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) (step sync.Step, users []string, kept bool, err error) {
+func (s *cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) (sync.Child, error) {
 	box := c.id
 	listed, err := r.ReadList(ctx, erp.ListRequest{Path: erp.DetailPath(s.path, box, "/access/")})
 	var he *erp.HTTPError
 	if errors.As(err, &he) && he.Status == http.StatusNotFound {
 		r.Log().Warn("cashbox access route answered 404; keeping its grants", "cashbox", box)
 		r.Note("cashbox %s: access route answered 404 (cashbox gone?); its grants were kept", box)
-		return step, nil, true, nil
+		return sync.Child{Parent: box, Kept: true}, nil
 	}
 	if err != nil {
-		return step, nil, false, fmt.Errorf("%s: cashbox %s: %w", s.Name(), box, err)
+		return sync.Child{}, fmt.Errorf("%s: cashbox %s: %w", s.Name, box, err)
 	}
 	var rows []db.AccessRow
 	var drift sync.Drift
@@ -127,14 +80,15 @@ func (s cashboxAccess) grants(ctx context.Context, r *sync.Run, c cashbox) (step
 		r.Reject(db.Rejected{RecordID: box, Reason: fmt.Sprintf("cashbox %s: user %s listed twice; the later grant kept", box, earlier.User), Record: earlier.Payload})
 	})
 	r.Drift(drift.Entries()...)
-	users = make([]string, len(rows))
+	users := make([]string, len(rows))
 	for i, g := range rows {
 		users[i] = g.User
 	}
-	return sync.Step{Hold: listed, Read: model.RunStats{Pages: 1, Seen: int64(seen)}, Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
-		up, err := db.UpsertCashboxAccess(ctx, tx, r.Scope(), box, c.labels, rows)
-		return model.RunStats{Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
-	}}, users, false, nil
+	return sync.Child{Parent: box, Keys: users, Step: &sync.Step{Hold: listed, Read: model.RunStats{Pages: 1, Seen: int64(seen)},
+		Write: func(ctx context.Context, tx db.Tx) (model.RunStats, error) {
+			up, err := db.UpsertCashboxAccess(ctx, tx, r.Scope(), box, c.labels, rows)
+			return model.RunStats{Inserted: up.Inserted, Updated: up.Updated, Unchanged: up.Unchanged}, err
+		}}}, nil
 }
 
 // grantFields are the fields a grant has been seen to carry. The

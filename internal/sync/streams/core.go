@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/url"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
@@ -18,30 +16,35 @@ import (
 // Invoices is the sales invoice list, walked by cursor in sweeps.
 func Invoices() *sync.List {
 	return &sync.List{
-		Stream: "invoices",
-		Core:   true,
-		// New invoices every 30 s (a follow run is one request when none
-		// is new); the whole list, for changes to old invoices and
-		// deletions, weekly: at a million invoices a sweep is thousands
-		// of requests (docs/performance.md#follow-runs measures both).
-		Schedule:      "@every 30s",
-		SweepSchedule: "@every 168h",
-		History:       sync.HistoryOn,
-		Path:          "/sales/api/invoices/list/",
-		Month:         "date",
-		Paging:        erp.CursorPaged,
-		Columns: []sync.Column{
-			{Name: "total_bc", Field: "total_bc", Type: sync.Money},
-			{Name: "invoice_date", Field: "date", Type: sync.Date, Lenient: true},
-			{Name: "number", Field: "number", Type: sync.Text, Lenient: true},
-			{Name: "status", Field: "status", Type: sync.Text, Lenient: true},
-			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
-			// The customer is an object on some installations, its name a
-			// plain string on others.
-			{Name: "customer_id", Field: "customer.id", Alt: []string{"customer_id"}, Type: sync.Text, Lenient: true, Kinds: "object|string"},
-			{Name: "customer_name", Field: "customer.name", Alt: []string{"customer"}, Type: sync.Text, Lenient: true, Kinds: "object|string"},
+		Info: sync.Info{
+			Name: "invoices",
+			Core: true,
+			// New invoices every 30 s (a follow run is one request when
+			// none is new); the whole list, for changes to old invoices
+			// and deletions, weekly: at a million invoices a sweep is
+			// thousands of requests (docs/performance.md#follow-runs
+			// measures both).
+			Schedule:      "@every 30s",
+			SweepSchedule: "@every 168h",
+			History:       sync.HistoryOn,
+			Month:         "date",
+			Table: &sync.Table{
+				Columns: []sync.Column{
+					{Name: "total_bc", Field: "total_bc", Type: sync.Money},
+					{Name: "invoice_date", Field: "date", Type: sync.Date, Lenient: true},
+					{Name: "number", Field: "number", Type: sync.Text, Lenient: true},
+					{Name: "status", Field: "status", Type: sync.Text, Lenient: true},
+					{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
+					// The customer is an object on some installations, its
+					// name a plain string on others.
+					{Name: "customer_id", Field: "customer.id", Alt: []string{"customer_id"}, Type: sync.Text, Lenient: true, Kinds: "object|string"},
+					{Name: "customer_name", Field: "customer.name", Alt: []string{"customer"}, Type: sync.Text, Lenient: true, Kinds: "object|string"},
+				},
+				Also: map[string]string{"updated_at": "string"},
+			},
 		},
-		Also: map[string]string{"updated_at": "string"},
+		Path:   "/sales/api/invoices/list/",
+		Paging: erp.CursorPaged,
 	}
 }
 
@@ -49,29 +52,34 @@ func Invoices() *sync.List {
 // in erp.currency_rates.
 func Currencies() *sync.List {
 	return &sync.List{
-		Stream:   "currencies",
-		Core:     true,
-		Contract: sync.ContractReviewed,
-		History:  sync.HistoryOn,
-		// A source's companies share its currencies.
-		Access: sync.BySource,
-		Path:   "/accounts/api/currencies/",
-		Query:  url.Values{"scope": {"all"}},
-		Columns: []sync.Column{
-			{Name: "code", Field: "code", Type: sync.Text},
-			{Name: "name", Field: "name", Type: sync.Text},
-			{Name: "exchange_rate", Field: "exchange_rate", Type: sync.Money, Scale: 6, Kinds: "string"},
-			{Name: "has_exchange_rate", Field: "has_exchange_rate", Type: sync.Bool},
-			{Name: "requires_exchange_rate", Field: "requires_exchange_rate", Type: sync.Bool},
-			{Name: "is_base_currency", Field: "is_base_currency", Type: sync.Bool},
-			{Name: "is_system_enabled", Field: "is_system_enabled", Type: sync.Bool},
-			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
-			{Name: "currency_name", Field: "currency_name", Type: sync.Text, Lenient: true},
+		Info: sync.Info{
+			Name:     "currencies",
+			Core:     true,
+			Contract: sync.ContractReviewed,
+			History:  sync.HistoryOn,
+			// A source's companies share its currencies.
+			Access: sync.BySource,
+			Table: &sync.Table{
+				Columns: []sync.Column{
+					{Name: "code", Field: "code", Type: sync.Text},
+					{Name: "name", Field: "name", Type: sync.Text},
+					{Name: "exchange_rate", Field: "exchange_rate", Type: sync.Money, Scale: 6, Kinds: "string"},
+					{Name: "has_exchange_rate", Field: "has_exchange_rate", Type: sync.Bool},
+					{Name: "requires_exchange_rate", Field: "requires_exchange_rate", Type: sync.Bool},
+					{Name: "is_base_currency", Field: "is_base_currency", Type: sync.Bool},
+					{Name: "is_system_enabled", Field: "is_system_enabled", Type: sync.Bool},
+					{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
+					{Name: "currency_name", Field: "currency_name", Type: sync.Text, Lenient: true},
+				},
+				// The reviewed contract: its columns, and an integer id;
+				// fields the reference does not show are reported as added
+				// drift.
+				Also: map[string]string{"id": "number"},
+			},
 		},
-		// The reviewed contract: its columns, and an integer id; fields
-		// the reference does not show are reported as added drift.
-		Also: map[string]string{"id": "number"},
-		AfterWrite: func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error {
+		Path:  "/accounts/api/currencies/",
+		Query: url.Values{"scope": {"all"}},
+		AfterWrite: func(ctx context.Context, tx db.Tx, scope model.Scope, ids []string) error {
 			_, err := db.RecordCurrencyRates(ctx, tx, scope.Source, ids)
 			return err
 		},
@@ -81,18 +89,22 @@ func Currencies() *sync.List {
 // Cashboxes is the list of cash and bank boxes with their balances.
 func Cashboxes() *sync.List {
 	return &sync.List{
-		Stream:  "cashboxes",
-		Core:    true,
-		History: sync.HistoryOn,
-		Path:    "/accounts/api/cashboxes/",
-		Columns: []sync.Column{
-			{Name: "name", Field: "name", Type: sync.Text},
-			{Name: "balance", Field: "balance", Type: sync.Money},
-			{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
-			{Name: "type", Field: "type", Type: sync.Text, Lenient: true},
-			{Name: "is_active", Field: "is_active", Type: sync.Bool, Lenient: true},
+		Info: sync.Info{
+			Name:    "cashboxes",
+			Core:    true,
+			History: sync.HistoryOn,
+			Table: &sync.Table{
+				Columns: []sync.Column{
+					{Name: "name", Field: "name", Type: sync.Text},
+					{Name: "balance", Field: "balance", Type: sync.Money},
+					{Name: "currency_code", Field: "currency_code", Type: sync.Text, Lenient: true},
+					{Name: "type", Field: "type", Type: sync.Text, Lenient: true},
+					{Name: "is_active", Field: "is_active", Type: sync.Bool, Lenient: true},
+				},
+				Also: map[string]string{"branch_id": "number|string"},
+			},
 		},
-		Also: map[string]string{"branch_id": "number|string"},
+		Path: "/accounts/api/cashboxes/",
 	}
 }
 
@@ -100,19 +112,23 @@ func Cashboxes() *sync.List {
 // balances.
 func CashboxReconciliations() *sync.List {
 	return &sync.List{
-		Stream:   "cashbox_reconciliations",
-		Core:     true,
-		Contract: sync.ContractUnreviewed,
-		History:  sync.HistoryOn,
-		Path:     "/accounts/api/cashbox-reconciliations/",
-		Month:    "reconciled_at",
-		Columns: []sync.Column{
-			{Name: "cashbox_id", Field: "cashbox_id", Type: sync.Text, Kinds: "number|string"},
-			{Name: "status", Field: "status", Type: sync.Text},
-			{Name: "expected_balance", Field: "expected_balance", Type: sync.Money},
-			{Name: "counted_balance", Field: "counted_balance", Type: sync.Money},
-			{Name: "difference", Field: "difference", Type: sync.Money},
-			{Name: "reconciled_at", Field: "reconciled_at", Type: sync.Timestamp, Lenient: true},
+		Info: sync.Info{
+			Name:     "cashbox_reconciliations",
+			Core:     true,
+			Contract: sync.ContractUnreviewed,
+			History:  sync.HistoryOn,
+			Month:    "reconciled_at",
+			Table: &sync.Table{
+				Columns: []sync.Column{
+					{Name: "cashbox_id", Field: "cashbox_id", Type: sync.Text, Kinds: "number|string"},
+					{Name: "status", Field: "status", Type: sync.Text},
+					{Name: "expected_balance", Field: "expected_balance", Type: sync.Money},
+					{Name: "counted_balance", Field: "counted_balance", Type: sync.Money},
+					{Name: "difference", Field: "difference", Type: sync.Money},
+					{Name: "reconciled_at", Field: "reconciled_at", Type: sync.Timestamp, Lenient: true},
+				},
+			},
 		},
+		Path: "/accounts/api/cashbox-reconciliations/",
 	}
 }

@@ -61,6 +61,7 @@ var documents = []document{
 
 // list is the document kind's list stream.
 func (d document) list() *sync.List {
-	return &sync.List{Stream: d.stream, Path: d.path, Paging: d.paging, Permission: d.permission, Contract: sync.ContractUnreviewed,
-		Schedule: d.schedule, SweepSchedule: d.sweep, History: sync.HistoryOn, Month: "date", Columns: d.columns}
+	return &sync.List{Info: sync.Info{Name: d.stream, Permission: d.permission, Contract: sync.ContractUnreviewed,
+		Schedule: d.schedule, SweepSchedule: d.sweep, History: sync.HistoryOn, Month: "date", Table: &sync.Table{Columns: d.columns}},
+		Path: d.path, Paging: d.paging}
 }

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
@@ -20,90 +18,87 @@ import (
 // journalLines reads the journal preview of every document that is new or
 // changed since its lines were read (the document streams must have
 // synced them first), one transaction per document: a crash loses one.
-type journalLines struct{}
+type journalLines struct {
+	*sync.Fanout[documentRow]
+}
 
 // JournalLines is the journal lines stream.
-func JournalLines() sync.Stream { return journalLines{} }
-
-func (journalLines) Name() string { return "journal_lines" }
-
-func (journalLines) Info() sync.Info {
+func JournalLines() sync.Stream {
 	var perms []string
 	for _, d := range documents {
 		perms = append(perms, d.preview)
 	}
-	return sync.Info{Route: "GET .../{pk}/journal-preview/ below each document route", Permission: strings.Join(perms, ", "),
-		Contract: sync.ContractUnreviewed, Table: "erp.journal_lines", History: sync.HistoryOn,
-		Money: []string{"debit", "credit"}}
+	s := &journalLines{}
+	s.Fanout = &sync.Fanout[documentRow]{
+		Info: sync.Info{Name: "journal_lines", Route: "GET .../{pk}/journal-preview/ below each document route", Permission: strings.Join(perms, ", "),
+			Contract: sync.ContractUnreviewed, History: sync.HistoryOn,
+			Table: &sync.Table{Name: "journal_lines", Own: true, Columns: []sync.Column{{Name: "debit", Type: sync.Money}, {Name: "credit", Type: sync.Money}}}},
+		Parents: sync.StoredParents(documentBatch, documentsNeedingLines),
+		Child:   s.document,
+	}
+	return s
+}
+
+// documentRow is a document whose lines are to be read, and its kind.
+type documentRow struct {
+	kind int // in documents
+	db.Document
 }
 
 // documentBatch is how many documents are listed from the warehouse at a
 // time, so memory does not grow with the number of documents.
 const documentBatch = 500
 
-// Steps commits the lines of each document in turn, reading the
-// documents from the warehouse a batch at a time.
-func (s journalLines) Steps(ctx context.Context, r *sync.Run, commit func(sync.Step) error) error {
-	for _, d := range documents {
-		after := ""
-		for {
-			var docs []db.Document
-			err := r.Read(ctx, func(ctx context.Context, q db.Reader) (err error) {
-				docs, err = db.DocumentsNeedingLines(ctx, q, "erp."+d.stream, d.kind, r.Scope(), after, documentBatch)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			for _, doc := range docs {
-				step, err := s.document(ctx, r, d, doc)
-				if err != nil {
-					return fmt.Errorf("%s: %s %s: %w", s.Name(), d.kind, doc.ID, err)
-				}
-				if step == nil {
-					continue
-				}
-				if err := commit(*step); err != nil {
-					return err
-				}
-			}
-			if len(docs) < documentBatch {
-				break
-			}
-			after = docs[len(docs)-1].ID
+// documentsNeedingLines lists, kind after kind in the order of documents,
+// up to limit documents after after whose lines the login is to read.
+func documentsNeedingLines(ctx context.Context, q db.Reader, sc model.Scope, after *documentRow, limit int) ([]documentRow, error) {
+	kind, id := 0, ""
+	if after != nil {
+		kind, id = after.kind, after.ID
+	}
+	var out []documentRow
+	for ; kind < len(documents) && len(out) < limit; kind, id = kind+1, "" {
+		d := documents[kind]
+		docs, err := db.DocumentsNeedingLines(ctx, q, "erp."+d.stream, d.kind, sc, id, limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		for _, doc := range docs {
+			out = append(out, documentRow{kind: kind, Document: doc})
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // document reads the lines of one document, as the step that replaces
 // them. A preview that cannot be read as a whole is rejected (its step
 // writes nothing); the other documents go on. A document the ERP no
 // longer has is left as it is (no step).
-func (journalLines) document(ctx context.Context, r *sync.Run, d document, doc db.Document) (*sync.Step, error) {
+func (s *journalLines) document(ctx context.Context, r *sync.Run, row documentRow) (sync.Child, error) {
+	d, doc := documents[row.kind], row.Document
 	path := erp.DetailPath(d.path, doc.ID, "/journal-preview/")
 	body, err := r.Get(ctx, path, nil)
 	var he *erp.HTTPError
 	if errors.As(err, &he) && he.Status == http.StatusNotFound {
 		r.Log().Warn("document has no journal preview (gone at the ERP?)", "kind", d.kind, "id", doc.ID)
-		return nil, nil
+		return sync.Child{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return sync.Child{}, fmt.Errorf("%s: %s %s: %w", s.Name, d.kind, doc.ID, err)
 	}
 	lines, received, err := previewLines(r, path, body)
 	if err != nil {
 		r.Reject(db.Rejected{RecordID: d.kind + " " + doc.ID, Reason: err.Error(), Record: body})
-		return &sync.Step{Read: model.RunStats{Pages: 1, Seen: 1}}, nil
+		return sync.Child{Step: &sync.Step{Read: model.RunStats{Pages: 1, Seen: 1}}}, nil
 	}
-	return &sync.Step{Read: model.RunStats{Pages: 1, Seen: int64(received)}, Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+	return sync.Child{Step: &sync.Step{Read: model.RunStats{Pages: 1, Seen: int64(received)}, Write: func(ctx context.Context, tx db.Tx) (model.RunStats, error) {
 		return model.RunStats{Inserted: int64(len(lines))}, db.ReplaceJournalLines(ctx, tx, r.Scope(), d.kind, doc, lines)
-	}}, nil
+	}}}, nil
 }
 
 // Reset forgets which documents' previews the login read: their lines
 // are read again (and kept meanwhile).
-func (journalLines) Reset(ctx context.Context, tx pgx.Tx, scope model.Scope) (string, error) {
+func (journalLines) Reset(ctx context.Context, tx db.Tx, scope model.Scope) (string, error) {
 	var n int64
 	for _, d := range documents {
 		m, err := db.ForgetJournalLines(ctx, tx, "erp."+d.stream, d.kind, scope)
@@ -223,7 +218,7 @@ func (s journalLines) Probe(ctx context.Context, p *sync.Probe) sync.ProbeReport
 		if page, err = decodePreview(path, body); err == nil {
 			rep.Status = http.StatusOK
 			rep.Page(page, 0)
-			rep.Examine(page, nil, s.Info().Money, lineFields.Fields())
+			rep.Examine(page, nil, s.Declared().MoneyColumns(), lineFields.Fields())
 			return rep
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
@@ -27,22 +25,23 @@ func Messaging() []sync.Stream {
 		{"messaging_queue", "{messaging}/api/queue/"},
 	} {
 		// The reference calls the messaging routes preliminary.
-		out = append(out, &sync.List{Stream: l.stream, Path: l.path, History: sync.HistoryOn, Contract: sync.ContractUnreviewed})
+		out = append(out, &sync.List{Info: sync.Info{Name: l.stream, History: sync.HistoryOn, Contract: sync.ContractUnreviewed}, Path: l.path})
 	}
 	return out
 }
 
 // messagingStats appends a snapshot of the channel's statistics whenever
 // it changed.
-type messagingStats struct{ path string }
+type messagingStats struct {
+	sync.Info
+	path string
+}
 
 // MessagingStats is the messaging statistics stream.
-func MessagingStats() sync.Stream { return messagingStats{path: "{messaging}/api/stats/"} }
-
-func (messagingStats) Name() string { return "messaging_stats" }
-
-func (s messagingStats) Info() sync.Info {
-	return sync.Info{Route: "GET " + s.path, Contract: sync.ContractUnreviewed, Table: "erp.messaging_stats"}
+func MessagingStats() sync.Stream {
+	const path = "{messaging}/api/stats/"
+	return messagingStats{path: path, Info: sync.Info{Name: "messaging_stats", Route: "GET " + path, Contract: sync.ContractUnreviewed,
+		Table: &sync.Table{Name: "messaging_stats", Own: true}}}
 }
 
 // Steps reads the snapshot and appends it when it changed; one that
@@ -51,11 +50,11 @@ func (s messagingStats) Steps(ctx context.Context, r *sync.Run, commit func(sync
 	path := r.Path(s.path)
 	body, err := r.Get(ctx, path, nil)
 	if err != nil {
-		return fmt.Errorf("%s: %w", s.Name(), err)
+		return fmt.Errorf("%s: %w", s.Name, err)
 	}
 	rec, payload, err := erp.DecodeObject(erp.RouteLabel(path), body)
 	if err != nil {
-		return fmt.Errorf("%s: %w", s.Name(), err)
+		return fmt.Errorf("%s: %w", s.Name, err)
 	}
 	read := model.RunStats{Pages: 1, Seen: 1}
 	if err := sync.CheckRecord(rec); err != nil {
@@ -65,7 +64,7 @@ func (s messagingStats) Steps(ctx context.Context, r *sync.Run, commit func(sync
 	var drift sync.Drift
 	statsFields.Check(rec, "stats", &drift)
 	r.Drift(drift.Entries()...)
-	return commit(sync.Step{Read: read, Write: func(ctx context.Context, tx pgx.Tx) (model.RunStats, error) {
+	return commit(sync.Step{Read: read, Write: func(ctx context.Context, tx db.Tx) (model.RunStats, error) {
 		wrote, err := db.AppendMessagingStats(ctx, tx, r.Scope(), payload, db.PayloadHash(payload))
 		if wrote {
 			return model.RunStats{Inserted: 1}, err

@@ -1,0 +1,149 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/model"
+)
+
+// ledger is what a login has learnt of a paged list, kept in
+// erp.sync_follow: the order its complete sweeps listed ids in and what
+// that says of the list (followed or not, and whether it was demoted for
+// good), the highest id read, and anchors (where the last pages read
+// began) to read on from. Every way of reading the list tells the ledger
+// what it read; the ledger alone writes that state, and none of the
+// readings writes another's.
+type ledger struct {
+	key  model.Key
+	kept db.Follow
+}
+
+// keptAnchors is how many anchors a login keeps: enough that the deletion
+// of the records of the last page or two read leaves one to ask from.
+const keptAnchors = 3
+
+func loadLedger(ctx context.Context, q db.Querier, k model.Key) (*ledger, error) {
+	f, err := db.LoadFollow(ctx, q, k)
+	if err != nil {
+		return nil, err
+	}
+	return &ledger{key: k, kept: f}, nil
+}
+
+// followOrder is the order the list may be followed in, or why it may not
+// be followed now (cp: the login's sweep checkpoint).
+func (l *ledger) followOrder(cp db.Checkpoint) (model.Order, string) {
+	switch {
+	case cp.LastCompleted.IsZero():
+		return "", "the login has no complete sweep yet"
+	case l.kept.DemotedWhy != "":
+		return "", l.kept.DemotedWhy
+	case !l.kept.ListOrder.Strict():
+		return "", fmt.Sprintf("the list is not in a strict order of ids (its last complete sweeps: %s)", sweptOrders(l.kept.SweepOrders))
+	}
+	return l.kept.ListOrder, ""
+}
+
+func sweptOrders(orders []model.Order) string {
+	if len(orders) == 0 {
+		return "none"
+	}
+	words := make([]string, len(orders))
+	for i, o := range orders {
+		words[i] = string(o)
+		if o == model.OrderUnknown {
+			words[i] = "fewer than two ids"
+		}
+	}
+	return strings.Join(words, ", ")
+}
+
+// pushAnchor puts a as the newest of the anchors kept.
+func pushAnchor(anchors []db.Anchor, a db.Anchor) []db.Anchor {
+	out := append([]db.Anchor{a}, anchors...)
+	return out[:min(len(out), keptAnchors)]
+}
+
+// anchorOf is where page began, with its ids: asking from there asks for
+// it again.
+func anchorOf(page *preparedPage) db.Anchor {
+	at := page.at
+	at.IDs = page.ids
+	return at
+}
+
+// sweepBegan records, as a sweep of the login begins, how far its follow
+// runs had read: a record the sweep inserts at or below that is one they
+// missed.
+func (l *ledger) sweepBegan(ctx context.Context, q db.Querier) error {
+	if err := db.SweepStarted(ctx, q, l.key); err != nil {
+		return err
+	}
+	l.kept.SweepFollowedKey = l.kept.FollowedKey
+	return nil
+}
+
+// sweepNotes is what a sweep in progress tells the ledger of its pages:
+// the anchors of its last non-empty pages, and how many records it
+// inserted that follow runs had missed.
+type sweepNotes struct {
+	anchors []db.Anchor
+	missed  int64
+}
+
+// after is n once the pages of bk are committed.
+func (l *ledger) after(n sweepNotes, bk *book) sweepNotes {
+	for _, page := range bk.pages {
+		if len(page.ids) > 0 {
+			n.anchors = pushAnchor(n.anchors, anchorOf(page))
+		}
+	}
+	if followed := l.kept.SweepFollowedKey; followed != "" {
+		for _, id := range bk.newIDs {
+			if idKey(id) <= followed {
+				n.missed++
+			}
+		}
+	}
+	return n
+}
+
+// sweepEnded records, in the transaction that completes a sweep of the
+// login, what the sweep showed: the order its ids came in, its highest id
+// and the anchors of its last pages. A sweep that found records the
+// follow runs missed demotes the list to complete sweeps until the stream
+// is reset; the reason is returned ("" when not).
+func (l *ledger) sweepEnded(ctx context.Context, tx db.Tx, sweepID int64, order model.Order, maxKey string, n sweepNotes) (string, error) {
+	f, err := db.LoadFollow(ctx, tx, l.key)
+	if err != nil {
+		return "", err
+	}
+	orders := append([]model.Order{order}, f.SweepOrders...)[:min(len(f.SweepOrders)+1, 2)]
+	showed := db.Follow{SweepOrders: orders, ListOrder: listOrder(orders, f.DemotedWhy != ""), MaxKey: maxKey, Anchors: n.anchors}
+	if n.missed > 0 {
+		showed.DemotedWhy = fmt.Sprintf("sweep %d found %d records at or below the highest id follow runs had read, which they missed: the list is not followed until `erpsync reset %s`",
+			sweepID, n.missed, l.key.Stream)
+	}
+	if err := db.SweepFollowed(ctx, tx, l.key, showed); err != nil {
+		return "", err
+	}
+	return showed.DemotedWhy, nil
+}
+
+// followedPages queues, with the pages of a follow run, the anchors as
+// they stand after them and the highest id read.
+func (l *ledger) followedPages(b *pgx.Batch, anchors []db.Anchor, maxKey string) {
+	db.QueueFollowPage(b, l.key, anchors, maxKey)
+}
+
+// followEnded records the end of a follow run: why it read the whole list
+// instead ("": it did not), and returns when.
+func (l *ledger) followEnded(ctx context.Context, q db.Querier, swept string) (at time.Time, err error) {
+	return db.FollowCompleted(ctx, q, l.key, swept)
+}
