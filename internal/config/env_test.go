@@ -20,7 +20,7 @@ func TestEnvironment(t *testing.T) {
 			{"negative shutdown grace", baseEnv("ERPSYNC_SHUTDOWN_GRACE=-5s"), Options{Streams: testSpecs}, []string{"ERPSYNC_SHUTDOWN_GRACE"}},
 			{"auto migrate", baseEnv("ERPSYNC_AUTO_MIGRATE=maybe"), Options{Streams: testSpecs}, []string{"ERPSYNC_AUTO_MIGRATE", "maybe"}},
 			{"http addr", baseEnv("ERPSYNC_HTTP_ADDR=8080"), Options{Streams: testSpecs}, []string{"ERPSYNC_HTTP_ADDR"}},
-			{"schedule", baseEnv("ERPSYNC_SCHEDULE=@every"), Options{Streams: testSpecs}, []string{"ERPSYNC_SCHEDULE", "invoices", "@every"}},
+			{"schedule", baseEnv("ERPSYNC_SCHEDULE=@every"), Options{Streams: testSpecs}, []string{"ERPSYNC_SCHEDULE: \"@every\""}},
 			{"page size", baseEnv("ERPSYNC_ERP_PAGE_SIZE=lots"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_PAGE_SIZE", "lots"}},
 			{"page size negative", baseEnv("ERPSYNC_ERP_PAGE_SIZE=-1"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_PAGE_SIZE", "-1"}},
 			{"page size too big", baseEnv("ERPSYNC_ERP_PAGE_SIZE=10001"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_PAGE_SIZE", "10001"}},
