@@ -45,6 +45,9 @@ func cmdCheck(e *command) error {
 	} else {
 		switch cur, target, err := db.SchemaVersions(ctx, pool); {
 		case err != nil:
+			if isSchemaError(err) { // a missing grant: exit 2, as the other commands
+				schemaErr = err
+			}
 			fail("database schema", err)
 		case cur == target:
 			fmt.Fprintf(e.stdout, "ok    database: schema at version %d\n", cur)

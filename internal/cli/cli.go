@@ -127,11 +127,12 @@ func isUsage(err error) bool {
 }
 
 // isSchemaError: a schema that is missing or behind is fixed by running
-// `erpsync migrate`, not by retrying, so it exits like a configuration
-// problem.
+// `erpsync migrate`, and a login without the runtime role's rights by a
+// grant, not by retrying, so they exit like a configuration problem.
 func isSchemaError(err error) bool {
 	var se *db.SchemaError
-	return errors.As(err, &se)
+	var ge *db.GrantError
+	return errors.As(err, &se) || errors.As(err, &ge)
 }
 
 // isTracingSetting: an OTEL_* variable that cannot be used is a

@@ -564,6 +564,41 @@ func TestCommand(t *testing.T) {
 			t.Errorf("schema at version %d after check and refused runs (%v), want 0", cur, err)
 		}
 	})
+
+	// A login of a migrated warehouse that is not a member of the runtime role may not
+	// read the schema's version: every command that reads it exits 2 naming the role
+	// to grant and the exact statement, not Postgres' "permission denied", and that
+	// statement is the fix.
+	t.Run("SaysWhichRoleToGrantALoginWithoutTheRuntimeRights", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 10})
+		dbURL := testdb.New(t)
+		login := testdb.Role(t)
+		loginURL := testdb.URLAs(t, dbURL, login)
+		grant := "GRANT erpsync_runtime TO " + login + ";"
+		for _, args := range [][]string{{"check"}, {"sync", "invoices"}, {"status"}, {"run"}} {
+			r := runMain(t, erpEnv(simURL, loginURL, goodPassword, "ERPSYNC_HTTP_ADDR=127.0.0.1:0"), args...)
+			if r.code != exitUsage {
+				t.Errorf("%s: exit %d, want %d\n%s", args[0], r.code, exitUsage, r)
+			}
+			for _, want := range []string{"role " + login + " may not read the schema's version table goose_db_version",
+				"not a member of erpsync_runtime", "as a superuser, run: " + grant} {
+				if !strings.Contains(r.combined(), want) {
+					t.Errorf("%s: output lacks %q\n%s", args[0], want, r)
+				}
+			}
+		}
+		admin := testdb.Admin(t)
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, grant); err != nil {
+			t.Fatal(err)
+		}
+		if r := runMain(t, erpEnv(simURL, loginURL, goodPassword), "check"); r.code != exitOK || !strings.Contains(r.stdout, "ok    database: schema at version") {
+			t.Errorf("check after %s: exit %d\n%s", grant, r.code, r)
+		}
+	})
 }
 
 // TestVersion documents `erpsync version`.
