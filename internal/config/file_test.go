@@ -130,3 +130,37 @@ sources:
 		}
 	})
 }
+
+// TestYAMLMistakes: a file that is not valid YAML is refused at the line of its
+// mistake, where the YAML library names the line where the block holding it
+// starts (line 1 for a key indented wrongly under sources).
+func TestYAMLMistakes(t *testing.T) {
+	t.Run("AreReportedAtTheLineOfTheMistake", func(t *testing.T) {
+		for _, tt := range []struct {
+			name, yaml, want string
+		}{
+			{"a key indented less than its siblings", "sources:\n  - name: a\n  base_url: https://erp.example.com\n    page_size: 3\n",
+				`c.yaml:3: not valid YAML: did not find expected '-' indicator (check the indentation`},
+			{"a key indented more than its siblings", "log_level: info\nsources:\n  - name: a\n    base_url: https://erp.example.com\n   page_size: 10\n",
+				`c.yaml:5: not valid YAML: did not find expected '-' indicator`},
+			{"a key under a value", "log_level: info\nhttp_addr: :8080\n  retention: 30d\n",
+				`c.yaml:3: not valid YAML: mapping values are not allowed in this context`},
+			{"a tab", "log_level: info\nsources:\n  - name: a\n\tbase_url: https://erp.example.com\n",
+				`c.yaml:4: not valid YAML: found a tab character that violates indentation`},
+			{"an unclosed quote", "log_level: info\nsources:\n  - name: \"a\n    base_url: https://erp.example.com\n",
+				`c.yaml:3: not valid YAML: found unexpected end of stream (a quote or bracket opened on this line is not closed)`},
+			{"an unclosed bracket", "log_level: info\nstreams: [invoices, currencies\nsources: []\n",
+				`c.yaml:2: not valid YAML: did not find expected ',' or ']'`},
+			{"a key written twice", "log_level: info\nhttp_addr: :8080\nlog_level: debug\n",
+				`c.yaml:3: log_level: written twice (first on line 1)`},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				_, err := Load(nil, Options{Streams: testSpecs, ConfigFile: writeFile(t, "c.yaml", tt.yaml)})
+				wantConfigError(t, err, tt.want)
+				if err != nil && strings.Contains(err.Error(), "yaml: line") {
+					t.Errorf("%v: the YAML library's own line, which is the block's", err)
+				}
+			})
+		}
+	})
+}

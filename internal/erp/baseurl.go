@@ -17,18 +17,17 @@ import (
 func ValidateBaseURL(raw string) error {
 	shown := RedactURL(raw)
 	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("%q is not a URL", shown)
-	}
 	switch {
-	case u.User != nil:
+	case err == nil && u.User != nil, err != nil && strings.Contains(shown, redacted+"@"):
 		return fmt.Errorf("%q: user information (user:password@) is refused in the base URL: it would be dropped from every request; "+
 			"give the login's credentials in its own settings, which are kept secret", shown)
-	case u.RawQuery != "" || u.ForceQuery:
+	case strings.Contains(raw, "?"):
 		return fmt.Errorf("%q: a query (?...) is refused in the base URL: every request sends a query of its own, so it would be dropped; "+
 			"an API key or token belongs in the login's credentials", shown)
-	case u.Fragment != "" || strings.Contains(raw, "#"):
+	case strings.Contains(raw, "#"):
 		return fmt.Errorf("%q: a fragment (#...) is refused in the base URL: it is never sent", shown)
+	case err != nil:
+		return fmt.Errorf("%q is not a URL", shown)
 	case u.Host == "":
 		return fmt.Errorf("%q has no host", shown)
 	}
@@ -68,15 +67,13 @@ func RedactURL(raw string) string {
 		}
 		rest, query = rest[:i], "?"+strings.Join(keys, "&")
 	}
+	// Everything before the last '@' is masked: a password may hold a
+	// '/', so where the host begins cannot be told from the first one.
 	if scheme, after, ok := strings.Cut(rest, "//"); ok {
-		authority, path, hasPath := strings.Cut(after, "/")
-		if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-			authority = redacted + authority[at:]
+		if at := strings.LastIndexByte(after, '@'); at >= 0 {
+			after = redacted + after[at:]
 		}
-		rest = scheme + "//" + authority
-		if hasPath {
-			rest += "/" + path
-		}
+		rest = scheme + "//" + after
 	}
 	return rest + query + fragment
 }

@@ -53,7 +53,8 @@ func TestBaseURL(t *testing.T) {
 			"https://erp.example.com/?":                          `"https://erp.example.com/?": a query`,
 			"http://127.0.0.1:8080/?token=" + secret:             `"http://127.0.0.1:8080/?token=[redacted]": a query`,
 			"https://erp.example.com/#" + secret:                 `"https://erp.example.com/#[redacted]": a fragment`,
-			"https://u:" + secret + "@erp.example.com:port/%%":   `"https://[redacted]@erp.example.com:port/%%" is not a URL`,
+			"https://u:" + secret + "@erp.example.com:port/%%":   `"https://[redacted]@erp.example.com:port/%%": user information`,
+			"https://u:a/" + secret + "@erp.example.com/base":    `"https://[redacted]@erp.example.com/base": user information`,
 		} {
 			err := ValidateBaseURL(raw)
 			if err == nil || !strings.Contains(err.Error(), want) {
