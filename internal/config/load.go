@@ -184,17 +184,15 @@ func (p place) unsure(k key, failed map[string]bool) bool {
 }
 
 // apply resolves a key at p and stores its value; false when the value is
-// refused. A shared setting's mistake is reported where it is written,
-// once (checkShared), not at every place that takes it.
+// refused, which is reported (a shared setting's mistake once: p.where
+// names it alone, the same at every place that takes it).
 func (l *loader) apply(p place, d dest, k key) (value, bool) {
 	v := p.value(k)
 	if !v.set && v.text == "" {
 		return v, true
 	}
 	if err := k.set(d, v.text); err != nil {
-		if !v.shared {
-			l.report(p.fail(v, err))
-		}
+		l.report(p.fail(v, err))
 		return v, false
 	}
 	return v, true
