@@ -172,8 +172,10 @@ func yamlProblem(path string, b []byte, err error) problem {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
 	}
+	// Each try parses the text up to a line: bounded, for a config file is
+	// a few hundred lines and anything far larger is no config file.
 	lines := bytes.SplitAfter(b, []byte("\n"))
-	for n, end := 1, 0; n <= len(lines); n++ {
+	for n, end := 1, 0; n <= len(lines) && n <= maxLinesSearched; n++ {
 		end += len(lines[n-1])
 		var doc yaml.Node
 		if err := yaml.Unmarshal(b[:end], &doc); err != nil {
@@ -192,6 +194,9 @@ func yamlProblem(path string, b []byte, err error) problem {
 	}
 	return problem{file: path, line: line, msg: "not valid YAML: " + msg}
 }
+
+// maxLinesSearched bounds the search for a YAML mistake's line.
+const maxLinesSearched = 5000
 
 // yamlErrorPattern reads the YAML library's error: its line (if any) and
 // what is wrong.
