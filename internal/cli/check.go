@@ -19,7 +19,10 @@ func cmdCheck(e *command) error {
 	if err := e.parse(fs); err != nil {
 		return err
 	}
-	cfg, err := e.loadConfig(*cfgFile, true)
+	cfg, err := e.readConfig(*cfgFile, true)
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(e.stdout, "warn  configuration: %s\n", w)
+	}
 	if err != nil {
 		return err
 	}
@@ -27,9 +30,6 @@ func cmdCheck(e *command) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "ok    configuration: %d source(s)\n", len(cfg.Sources))
-	for _, w := range cfg.Warnings {
-		fmt.Fprintf(e.stdout, "warn  configuration: %s\n", w)
-	}
 	log := newLogger(cfg, e.term)
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -45,6 +45,9 @@ func cmdCheck(e *command) error {
 	} else {
 		switch cur, target, err := db.SchemaVersions(ctx, pool); {
 		case err != nil:
+			if isSchemaError(err) { // a missing grant: exit 2, as the other commands
+				schemaErr = err
+			}
 			fail("database schema", err)
 		case cur == target:
 			fmt.Fprintf(e.stdout, "ok    database: schema at version %d\n", cur)

@@ -127,11 +127,12 @@ func isUsage(err error) bool {
 }
 
 // isSchemaError: a schema that is missing or behind is fixed by running
-// `erpsync migrate`, not by retrying, so it exits like a configuration
-// problem.
+// `erpsync migrate`, and a login without the runtime role's rights by a
+// grant, not by retrying, so they exit like a configuration problem.
 func isSchemaError(err error) bool {
 	var se *db.SchemaError
-	return errors.As(err, &se)
+	var ge *db.GrantError
+	return errors.As(err, &se) || errors.As(err, &ge)
 }
 
 // isTracingSetting: an OTEL_* variable that cannot be used is a
@@ -195,8 +196,21 @@ func (e *command) getenv(key string) string {
 // positional is what parse left after the flags.
 func (e *command) positional() []string { return e.args }
 
-// loadConfig reads the configuration; needERP requires a usable source.
+// loadConfig reads the configuration (needERP requires a usable source)
+// and logs its warnings, before its problems are printed if it has any:
+// a misspelt variable is often why a setting is missing.
 func (e *command) loadConfig(file string, needERP bool) (config.Config, error) {
+	cfg, err := e.readConfig(file, needERP)
+	log := newLogger(cfg, e.term)
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration", "warning", w)
+	}
+	return cfg, err
+}
+
+// readConfig is loadConfig for a command that reports the warnings
+// itself (check).
+func (e *command) readConfig(file string, needERP bool) (config.Config, error) {
 	return config.Load(e.environ, config.Options{ConfigFile: file, Streams: specs(e.catalog), NeedERP: needERP})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -329,6 +330,26 @@ func TestCommand(t *testing.T) {
 				want:   []*regexp.Regexp{regexp.MustCompile(`unknown stream "nosuchstream"`), regexp.MustCompile(`invoices`)},
 			},
 			{
+				name: "CheckWithAPasswordInTheBaseURL",
+				args: []string{"check"},
+				env: func(s setup) []string {
+					return erpEnv(strings.Replace(s.simURL, "http://", "http://sync:"+goodPassword+"@", 1), "postgres://postgres@127.0.0.1:5432/nonexistent?sslmode=disable", goodPassword)
+				},
+				code:    exitUsage,
+				want:    []*regexp.Regexp{regexp.MustCompile(`ERPSYNC_ERP_BASE_URL: "http://\[redacted\]@127\.0\.0\.1:\d+": user information`)},
+				secrets: []string{goodPassword},
+			},
+			{
+				name: "SyncWithAKeyInTheBaseURLsQuery",
+				args: []string{"sync"},
+				env: func(s setup) []string {
+					return erpEnv(s.simURL+"/?api_key="+goodPassword, "postgres://postgres@127.0.0.1:5432/nonexistent?sslmode=disable", goodPassword)
+				},
+				code:    exitUsage,
+				want:    []*regexp.Regexp{regexp.MustCompile(`\?api_key=\[redacted\]": a query`)},
+				secrets: []string{goodPassword},
+			},
+			{
 				name: "AnUnknownCommand",
 				args: []string{"frobnicate"},
 				env:  func(s setup) []string { return nil },
@@ -562,6 +583,97 @@ func TestCommand(t *testing.T) {
 		// Nothing above migrated: check only asks.
 		if cur, _, err := db.SchemaVersions(context.Background(), testdb.ObserverPool(t, dbURL)); err != nil || cur != 0 {
 			t.Errorf("schema at version %d after check and refused runs (%v), want 0", cur, err)
+		}
+	})
+
+	// A variable nothing reads is warned of by every command that reads the
+	// configuration, before whatever else it says, a refusal included.
+	t.Run("WarnsOfAVariableNothingReads", func(t *testing.T) {
+		t.Parallel()
+		// Written in two, so that config's scan of the repository for the
+		// variables erpsync uses does not take it for one.
+		const misspelt = "ERPSYNC_ERP_" + "PASSWROD"
+		const warning = misspelt + " is not read by erpsync; did you mean ERPSYNC_ERP_PASSWORD?"
+		env := environ("ERPSYNC_ERP_BASE_URL=http://127.0.0.1:1", "ERPSYNC_ERP_USERNAME="+simUser, misspelt+"="+goodPassword,
+			"ERPSYNC_DATABASE_URL=postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "ERPSYNC_HTTP_ADDR=127.0.0.1:0")
+		for _, args := range [][]string{{"migrate"}, {"sync"}, {"run"}, {"status"}, {"check"}, {"probe"}, {"verify"}, {"reset", "invoices", "--yes"}, {"demo"}} {
+			r := runMain(t, env, args...)
+			if r.code == exitOK {
+				t.Errorf("%s: exit 0 without a database or a password\n%s", args[0], r)
+			}
+			if !strings.Contains(r.combined(), warning) {
+				t.Errorf("%s: no warning of the misspelt variable\n%s", args[0], r)
+			}
+			assertNoSecret(t, r, goodPassword)
+		}
+	})
+
+	// check prints no secret of the configuration: not the database URLs'
+	// passwords, not the ERP's password, not those a world-readable config
+	// file writes, of which it warns.
+	t.Run("CheckPrintsNoSecret", func(t *testing.T) {
+		t.Parallel()
+		sim, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 10})
+		const dbPassword = "db-Pw-7f3Kq"
+		dbURL, _ := url.Parse(testdb.New(t))
+		dbURL.User = url.UserPassword("postgres", dbPassword) // the test server trusts, so any password does
+		file := filepath.Join(t.TempDir(), "erpsync.yaml")
+		if err := os.WriteFile(file, []byte("database_url: "+dbURL.String()+"\nmigrate_database_url: "+dbURL.String()+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(file, 0o644); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		r := runMain(t, environ(erpEnv(simURL, "", goodPassword, "ERPSYNC_CONFIG="+file)...), "check")
+		if r.code != exitOK {
+			t.Fatalf("check: exit %d\n%s", r.code, r)
+		}
+		if !regexp.MustCompile(`warn\s+configuration: config file: ` + regexp.QuoteMeta(file) + ` can be read by every user of the host \(mode 0644\) and writes a secret in it \(database_url on line 1, migrate_database_url on line 2\)`).MatchString(r.stdout) {
+			t.Errorf("check does not warn of the config file\n%s", r)
+		}
+		assertNoSecret(t, r, append([]string{goodPassword, dbPassword}, issuedTokens(sim)...)...)
+
+		// The database refuses: its error names no password either.
+		dbURL.Path = "/erpsync_no_such_database"
+		r = runMain(t, erpEnv(simURL, dbURL.String(), goodPassword), "check")
+		if r.code != exitFailed || !strings.Contains(r.stdout, "FAIL  database") {
+			t.Errorf("check of a database that is not there: exit %d\n%s", r.code, r)
+		}
+		assertNoSecret(t, r, goodPassword, dbPassword)
+	})
+
+	// A login of a migrated warehouse that is not a member of the runtime role may not
+	// read the schema's version: every command that reads it exits 2 naming the role
+	// to grant and the exact statement, not Postgres' "permission denied", and that
+	// statement is the fix.
+	t.Run("SaysWhichRoleToGrantALoginWithoutTheRuntimeRights", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 10})
+		dbURL := testdb.New(t)
+		login := testdb.Role(t)
+		loginURL := testdb.URLAs(t, dbURL, login)
+		grant := "GRANT erpsync_runtime TO " + login + ";"
+		for _, args := range [][]string{{"check"}, {"sync", "invoices"}, {"status"}, {"run"}} {
+			r := runMain(t, erpEnv(simURL, loginURL, goodPassword, "ERPSYNC_HTTP_ADDR=127.0.0.1:0"), args...)
+			if r.code != exitUsage {
+				t.Errorf("%s: exit %d, want %d\n%s", args[0], r.code, exitUsage, r)
+			}
+			for _, want := range []string{"role " + login + " may not read the schema's version table goose_db_version",
+				"not a member of erpsync_runtime", "as a superuser, run: " + grant} {
+				if !strings.Contains(r.combined(), want) {
+					t.Errorf("%s: output lacks %q\n%s", args[0], want, r)
+				}
+			}
+		}
+		admin := testdb.Admin(t)
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, grant); err != nil {
+			t.Fatal(err)
+		}
+		if r := runMain(t, erpEnv(simURL, loginURL, goodPassword), "check"); r.code != exitOK || !strings.Contains(r.stdout, "ok    database: schema at version") {
+			t.Errorf("check after %s: exit %d\n%s", grant, r.code, r)
 		}
 	})
 }

@@ -46,7 +46,7 @@ func cmdDemo(e *command) error {
 
 	defaulted := cfg.DatabaseURL == ""
 	if defaulted {
-		u, err := demoDatabaseURL(e.getenv("ERPSYNC_DEMO_ADMIN_URL"))
+		u, err := demoDatabaseURL(e.getenv(config.DemoAdminURLVariable))
 		if err != nil {
 			return err
 		}

@@ -32,9 +32,6 @@ func cmdRun(e *command) error {
 		cfg.AutoMigrate = false
 	}
 	log := newLogger(cfg, e.term)
-	for _, w := range cfg.Warnings {
-		log.Warn("configuration", "warning", w)
-	}
 	warnHistoryOff(cfg, log)
 	tr, err := startTraces(cfg, log)
 	if err != nil {

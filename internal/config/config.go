@@ -8,8 +8,9 @@
 // value, schedule.go holds the schedules, secret.go the secrets, and
 // validate.go the checks that span several settings.
 //
-// An error names the setting as the user wrote it: the variable, or the
-// key's path in the file (sources[0].base_url).
+// Load's error lists every problem it found, each naming the setting as
+// the user wrote it: the variable, or the key's path in the file
+// (sources[0].base_url) after the file and its line.
 package config
 
 import (
@@ -36,9 +37,10 @@ type Config struct {
 	Retention time.Duration
 	Sources   []Source
 	// Warnings are settings that are allowed but probably a mistake (a
-	// secret file every user of the host may read, complete sweeps more
-	// frequent than follow runs), for `check` to print and the daemon to
-	// log. They never hold a secret.
+	// variable erpsync does not read, a secret file every user of the host
+	// may read, complete sweeps more frequent than follow runs), for
+	// `check` to print and every other command to log. They never hold a
+	// secret.
 	Warnings []string
 }
 

@@ -40,7 +40,11 @@ type key struct {
 	// file holding it (<name>_file) or a variable holding it (<name>_env);
 	// env holds it, and <env>_FILE names a file holding it.
 	secret bool
-	def    string // the default, as the file would write it
+	// exposes says whether a value written in the file holds a secret
+	// all the same (a connection string's password), for the warning
+	// about a config file every user of the host may read.
+	exposes func(v string) bool
+	def     string // the default, as the file would write it
 	// defDoc says the default in words where def cannot.
 	defDoc string
 	doc    string // what it is, in a line of Markdown
@@ -71,7 +75,7 @@ const defaultShutdownTimeout = 25 * time.Second
 // million rows, takes seconds. Waiting 15 s on a lock is already a
 // problem to report.
 var keys = []key{
-	{name: "database_url", env: "ERPSYNC_DATABASE_URL", fallback: "DATABASE_URL", defDoc: "required",
+	{name: "database_url", env: "ERPSYNC_DATABASE_URL", fallback: "DATABASE_URL", defDoc: "required", exposes: hasPassword,
 		doc: "Postgres connection string",
 		set: func(d dest, v string) error { d.cfg.DatabaseURL = Secret(v); return nil }},
 	{env: configVariable, doc: "YAML file (same as `--config`)", defDoc: "none"},
@@ -80,8 +84,9 @@ var keys = []key{
 		doc: "name of the source; the `ERPSYNC_ERP_*` variables describe the source of this name ([The YAML file](#the-yaml-file))",
 		set: func(d dest, v string) (err error) { d.src.Name, err = sourceName(v); return }},
 	{name: "base_url", level: sourceLevel, env: "ERPSYNC_ERP_BASE_URL", defDoc: "required",
-		doc: "the installation's base URL; `https://` (`http://` only for loopback hosts)",
-		set: func(d dest, v string) error { d.src.BaseURL = v; return erp.ValidateBaseURL(v) }},
+		exposes: func(v string) bool { return erp.RedactURL(v) != v },
+		doc:     "the installation's base URL; `https://` (`http://` only for loopback hosts); no `user:password@`, query or fragment",
+		set:     func(d dest, v string) error { d.src.BaseURL = v; return erp.ValidateBaseURL(v) }},
 	{name: "auth", level: loginLevel, env: "ERPSYNC_ERP_AUTH", def: "token",
 		doc: "`token` (user + password) or `plugin` (client id + secret)",
 		set: func(d dest, v string) (err error) { d.login.Auth, err = oneOf(v, "token", "plugin"); return }},
@@ -159,7 +164,7 @@ var keys = []key{
 		set: func(d dest, v string) (err error) { d.cfg.Shutdown.Grace, err = duration(v, 0, ""); return }},
 	{name: "auto_migrate", env: "ERPSYNC_AUTO_MIGRATE", def: "true", doc: "`false`: `run` refuses a schema that is behind",
 		set: func(d dest, v string) (err error) { d.cfg.AutoMigrate, err = boolean(v); return }},
-	{name: "migrate_database_url", env: "ERPSYNC_MIGRATE_DATABASE_URL", defDoc: "none",
+	{name: "migrate_database_url", env: "ERPSYNC_MIGRATE_DATABASE_URL", defDoc: "none", exposes: hasPassword,
 		doc: "the schema owner's connection, for migrations, when `ERPSYNC_DATABASE_URL` may only do DML",
 		set: func(d dest, v string) error { d.cfg.MigrateDatabaseURL = Secret(v); return nil }},
 	{name: "db_lock_timeout", env: "ERPSYNC_DB_LOCK_TIMEOUT", def: "15s", doc: "`lock_timeout` of erpsync's sessions",
@@ -182,15 +187,33 @@ func sessionLimit(v string) (time.Duration, error) {
 	return duration(v, time.Second, "a second (0 would mean no limit, which erpsync does not allow)")
 }
 
-// keyNamed is the key of a level by name; the names the loader asks for
-// are in the table.
-func keyNamed(l level, name string) key {
-	for _, k := range keys {
-		if k.level == l && k.name == name {
-			return k
-		}
+// keyAt is the key of a level by name.
+func keyAt(l level, name string) (key, bool) {
+	i := slices.IndexFunc(keys, func(k key) bool { return k.level == l && k.name == name })
+	if i < 0 {
+		return key{}, false
 	}
-	panic("config: no key " + name)
+	return keys[i], true
+}
+
+// keyNamed is keyAt for the names the loader asks for, which are in the
+// table.
+func keyNamed(l level, name string) key {
+	k, ok := keyAt(l, name)
+	if !ok {
+		panic("config: no key " + name)
+	}
+	return k
+}
+
+// secretNamed is the secret key of that name, which the file never
+// writes as it is.
+func secretNamed(name string) (key, bool) {
+	i := slices.IndexFunc(keys, func(k key) bool { return k.secret && k.name == name })
+	if i < 0 {
+		return key{}, false
+	}
+	return keys[i], true
 }
 
 // The keys the loader reads by name.

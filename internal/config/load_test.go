@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -474,6 +475,144 @@ sources:
 			p := oneSource(t, "    streams:\n      "+bad.yaml+"\n")
 			_, err := Load(env, Options{Streams: testSpecs, ConfigFile: p})
 			wantConfigError(t, err, bad.want)
+		}
+	})
+}
+
+// TestProblems is how Load reports a configuration with several mistakes: every
+// one at once, in the order of where it is, and none that only follows from
+// another.
+func TestProblems(t *testing.T) {
+	problems := func(t *testing.T, err error) []string {
+		t.Helper()
+		wantConfigError(t, err)
+		var ce *configError
+		if !errors.As(err, &ce) {
+			t.Fatalf("%v is no *configError", err)
+		}
+		var out []string
+		for _, p := range ce.problems {
+			out = append(out, p.String())
+		}
+		return out
+	}
+	wantProblems := func(t *testing.T, err error, want ...string) {
+		t.Helper()
+		got := problems(t, err)
+		if len(got) != len(want) {
+			t.Fatalf("%d problems, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+		}
+		for i := range want {
+			if !strings.Contains(got[i], want[i]) {
+				t.Errorf("problem %d is %q, want one containing %q\nall:\n%s", i+1, got[i], want[i], strings.Join(got, "\n"))
+			}
+		}
+	}
+
+	t.Run("ReportsEveryProblemAtOnceInTheOrderOfWhereItIs", func(t *testing.T) {
+		path := writeFile(t, "c.yaml", `log_level: verbose
+sources:
+  - name: a
+    base_url: https://erp.example.com
+    username: u
+    password_env: P
+    page_size: 20000
+    timout: 5s
+    streams:
+      invoicez: {}
+      balance_sheet: {months: many}
+  - name: b
+    base_url: http://erp.example.com
+    logins:
+      - {username: x, password_file: /nonexistent/pw}
+retention: 1h
+`)
+		_, err := Load([]string{"ERPSYNC_CONFIG=" + path, sourcePassword, "ERPSYNC_HTTP_ADDR=8080", "ERPSYNC_STREAMS=invoices,balance_sheet,bogus"},
+			Options{Streams: testSpecs, NeedERP: true})
+		wantProblems(t, err,
+			"ERPSYNC_HTTP_ADDR: \"8080\" is not host:port",
+			`ERPSYNC_STREAMS: "bogus": unknown stream`,
+			"c.yaml:1: log_level: \"verbose\"",
+			"c.yaml:7: source \"a\": sources[0].page_size: 20000 is not between 1 and 10000",
+			`c.yaml:8: sources[0].timout: unknown key; did you mean "timeout"?`,
+			"c.yaml:10: sources[0].streams.invoicez: unknown stream",
+			`c.yaml:11: source "a": sources[0].streams.balance_sheet.months: "many": not a number of months`,
+			"c.yaml:13: source \"b\": sources[1].base_url: \"http://erp.example.com\": HTTPS is required",
+			"c.yaml:15: source \"b\": sources[1].logins[0].password_file: cannot read /nonexistent/pw",
+			"c.yaml:16: retention: 1h0m0s is less than a day",
+		)
+		if first := strings.SplitN(err.Error(), "\n", 2)[0]; first != "10 configuration problems:" {
+			t.Errorf("the error begins %q, want the count of problems", first)
+		}
+	})
+
+	t.Run("ReportsNoProblemThatFollowsFromAnother", func(t *testing.T) {
+		for _, tt := range []struct {
+			name string
+			yaml string
+			env  []string
+			want []string
+		}{
+			// The password is missing because its key is misspelt: the misspelling is
+			// the problem. Likewise a URL's.
+			{"a misspelt key of a setting that is required", "sources:\n  - base_url: https://erp.example.com\n    username: u\n    pasword_file: /x\n", nil,
+				[]string{`c.yaml:4: sources[0].pasword_file: unknown key; did you mean "password_file"?`}},
+			{"a misspelt base_url", "sources:\n  - base_ur: https://erp.example.com\n    username: u\n    password_env: P\n", []string{sourcePassword},
+				[]string{`c.yaml:2: sources[0].base_ur: unknown key; did you mean "base_url"?`}},
+			// A password written in the file is refused as such, not also missing.
+			{"a password written in the file", "sources:\n  - base_url: https://erp.example.com\n    username: u\n    password: " + testPassword + "\n", nil,
+				[]string{"c.yaml:4: sources[0].password: a secret is never written in the file itself: give password_file"}},
+			// A secret file that cannot be read is that, not a login without a password.
+			{"a secret file that cannot be read", "sources:\n  - base_url: https://erp.example.com\n    username: u\n    password_file: /nonexistent/pw\n", nil,
+				[]string{`c.yaml:4: source "default": sources[0].password_file: cannot read /nonexistent/pw`}},
+			// A refused timeout says nothing of the grace that must fit it.
+			{"a refused shutdown timeout", "shutdown_timeout: soon\nshutdown_grace: 15s\n", baseEnv(),
+				[]string{`c.yaml:1: shutdown_timeout: "soon" is not a duration`}},
+			// A refused schedule makes no sweep-schedule problem of its own.
+			{"a refused schedule", "sources:\n  - base_url: https://erp.example.com\n    streams:\n      invoices: {schedule: often}\n", baseEnv(),
+				[]string{`c.yaml:4: source "default": sources[0].streams.invoices.schedule: "often"`}},
+			// Variables meant for a source that is not there make no "no source" too.
+			{"variables without their source", "sources:\n  - name: main\n    base_url: https://erp.example.com\n    username: u\n    password_env: P\n",
+				[]string{sourcePassword, "ERPSYNC_SOURCE=other", "ERPSYNC_ERP_USERNAME=v"},
+				[]string{"ERPSYNC_ERP_USERNAME: these variables describe the source named \"other\""}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				_, err := Load(tt.env, Options{Streams: testSpecs, NeedERP: true, ConfigFile: writeFile(t, "c.yaml", tt.yaml)})
+				wantProblems(t, err, tt.want...)
+			})
+		}
+	})
+
+	// A key at the top of the file (or a variable) that every stream takes is one
+	// setting: its mistake is reported there, once, and not blamed on a stream,
+	// least of all one that cannot follow.
+	t.Run("ReportsAMistakeInASharedSettingOnceWhereItIsWritten", func(t *testing.T) {
+		for _, tt := range []struct {
+			name, yaml string
+			env        []string
+			want       string
+		}{
+			{"sweep_schedule at the top", "sweep_schedule: \"every 6h\"\n", nil, `c.yaml:1: sweep_schedule: "every 6h": expected exactly 5 fields`},
+			{"schedule at the top", "schedule: often\n", nil, `c.yaml:1: schedule: "often"`},
+			{"ERPSYNC_SWEEP_SCHEDULE", "", []string{"ERPSYNC_SWEEP_SCHEDULE=every 6h"}, `ERPSYNC_SWEEP_SCHEDULE: "every 6h"`},
+			{"ERPSYNC_SCHEDULE", "", []string{"ERPSYNC_SCHEDULE=@every"}, `ERPSYNC_SCHEDULE: "@every"`},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				yaml := tt.yaml + `sources:
+  - name: a
+    base_url: https://a.example.com
+    streams: {cashbox_reconciliations: {}, invoices: {}, currencies: {}}
+  - name: b
+    base_url: https://b.example.com
+`
+				_, err := Load(tt.env, Options{Streams: testSpecs, ConfigFile: writeFile(t, "c.yaml", yaml)})
+				wantProblems(t, err, tt.want)
+				for _, blamed := range []string{"stream", "source"} {
+					if strings.Contains(err.Error(), blamed) {
+						t.Errorf("%v: blamed on a %s", err, blamed)
+					}
+				}
+			})
 		}
 	})
 }

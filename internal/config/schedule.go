@@ -41,20 +41,22 @@ func Interval(s cron.Schedule, now time.Time) time.Duration {
 // meaning. The stream's own defaults apply only to a stream configured
 // with neither. A stream that cannot follow sweeps on its schedule, and
 // refuses a sweep_schedule of its own.
-func schedules(p place, sc *StreamConfig, sp StreamSpec, specs []StreamSpec, sched, sweep value) (warning string, err error) {
+func schedules(p place, sc *StreamConfig, sp StreamSpec, specs []StreamSpec, sched, sweep value) (warning string, refused *problem) {
 	sc.ScheduleFrom = sched.from
 	if !sched.set {
 		sc.Schedule, sc.ScheduleFrom = sp.Schedule, FromDefault
 		if err := checkSchedule(sc.Schedule); err != nil {
-			return "", p.fail(sched.from, fmt.Errorf("not set, and the stream's default does not parse: %v", err))
+			pr := p.fail(sched, fmt.Errorf("not set, and the stream's default does not parse: %v", err))
+			return "", &pr
 		}
 	}
 	switch {
 	case !sp.Follows:
 		if sweep.here {
 			can := specNames(specs, func(s StreamSpec) bool { return s.Follows })
-			return "", p.fail(sweep.from, fmt.Errorf("%s cannot follow, so each of its runs reads it whole, on its schedule; streams that can follow: %s",
+			pr := p.fail(sweep, fmt.Errorf("%s cannot follow, so each of its runs reads it whole, on its schedule; streams that can follow: %s",
 				sc.Name, cmp.Or(strings.Join(can, ", "), "none")))
+			return "", &pr
 		}
 		sc.SweepSchedule, sc.SweepFrom = sc.Schedule, FromSchedule
 		return "", nil
@@ -65,14 +67,15 @@ func schedules(p place, sc *StreamConfig, sp StreamSpec, specs []StreamSpec, sch
 	default:
 		sc.SweepSchedule, sc.SweepFrom = cmp.Or(sp.SweepSchedule, sp.Schedule), FromDefault
 		if err := checkSchedule(sc.SweepSchedule); err != nil {
-			return "", p.fail(sweep.from, fmt.Errorf("not set, and the stream's default does not parse: %v", err))
+			pr := p.fail(sweep, fmt.Errorf("not set, and the stream's default does not parse: %v", err))
+			return "", &pr
 		}
 	}
 	follow, _ := ParseSchedule(sc.Schedule)
 	sweeps, _ := ParseSchedule(sc.SweepSchedule)
 	if perWeek(sweeps) > perWeek(follow) {
 		warning = fmt.Sprintf("%s: %q sweeps more often than the follow runs of schedule %q (%s); each sweep reads the whole list",
-			p.where(sc.SweepFrom), sc.SweepSchedule, sc.Schedule, sc.ScheduleFrom)
+			p.where(value{from: sc.SweepFrom}), sc.SweepSchedule, sc.Schedule, sc.ScheduleFrom)
 	}
 	return warning, nil
 }

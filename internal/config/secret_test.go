@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -182,6 +183,78 @@ func TestSecretFileReadableByEveryone(t *testing.T) {
 			if len(cfg.Warnings) > 0 {
 				t.Errorf("mode %04o: warnings %q", mode, cfg.Warnings)
 			}
+		}
+	})
+}
+
+// TestConfigFileReadableByEveryone: the rule of secret files holds for the
+// config file when it writes a secret in any key: a database URL's password,
+// a base URL's user information or query, a password or client secret written
+// as it is. Every key that may hold one is enumerated from the table.
+func TestConfigFileReadableByEveryone(t *testing.T) {
+	// secretIn writes, for a key of the table, a file that gives it a secret
+	// value; the secret is one the test helpers look for in messages.
+	secretIn := map[string][]string{
+		"database_url":         {"database_url: postgres://u:" + testDBPass + "@db/x\n", "database_url: 'host=db user=u password=" + testDBPass + "'\n", "database_url: postgres://u@db/x?password=" + testDBPass + "\n"},
+		"migrate_database_url": {"migrate_database_url: postgres://owner:" + testDBPass + "@db/x\n"},
+		"base_url":             {"sources:\n  - base_url: https://u:" + testPassword + "@erp.example.com\n", "sources:\n  - base_url: https://erp.example.com/?key=" + testSecret + "\n"},
+		"password":             {"sources:\n  - password: " + testPassword + "\n", "sources:\n  - logins:\n      - {username: u, password: " + testPassword + "}\n"},
+		"client_secret":        {"sources:\n  - client_secret: " + testSecret + "\n", "sources:\n  - logins:\n      - {auth: plugin, client_secret: " + testSecret + "}\n"},
+	}
+	load := func(t *testing.T, text string, mode os.FileMode) (string, Config) {
+		t.Helper()
+		path := writeFile(t, "c.yaml", text)
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := Load(nil, Options{Streams: testSpecs, ConfigFile: path}) // a secret written as it is is also refused
+		return path, cfg
+	}
+	// Both ways: a key the table does not mark is not left out of the rule
+	// by the weakening of its mark.
+	for name := range secretIn {
+		if !slices.ContainsFunc(keys, func(k key) bool { return k.name == name && (k.exposes != nil || k.secret) }) {
+			t.Errorf("%s may hold a secret, but no key of that name is marked secret or exposes it", name)
+		}
+	}
+	for _, k := range keys {
+		if k.exposes == nil && !k.secret {
+			continue
+		}
+		t.Run(k.name, func(t *testing.T) {
+			texts := secretIn[k.name]
+			if len(texts) == 0 {
+				t.Fatalf("no file writing a secret in %s: add one", k.name)
+			}
+			for _, text := range texts {
+				path, cfg := load(t, text, 0o644)
+				if len(cfg.Warnings) != 1 {
+					t.Fatalf("%q at mode 0644: warnings %q, want one", text, cfg.Warnings)
+				}
+				w := cfg.Warnings[0]
+				for _, want := range []string{"config file: " + path + " can be read by every user of the host (mode 0644)", k.name + " on line "} {
+					if !strings.Contains(w, want) {
+						t.Errorf("%q: warning %q lacks %q", text, w, want)
+					}
+				}
+				for _, s := range []string{testPassword, testSecret, testDBPass} {
+					if strings.Contains(w, s) {
+						t.Errorf("warning %q shows the secret", w)
+					}
+				}
+				for _, mode := range []os.FileMode{0o600, 0o640} {
+					if _, cfg := load(t, text, mode); len(cfg.Warnings) > 0 {
+						t.Errorf("%q at mode %04o: warnings %q", text, mode, cfg.Warnings)
+					}
+				}
+			}
+		})
+	}
+
+	t.Run("SaysNothingOfAFileThatWritesNoSecret", func(t *testing.T) {
+		_, cfg := load(t, "database_url: postgres://u@db/x?sslmode=require\nmigrate_database_url: 'host=db user=owner'\nsources:\n  - base_url: https://erp.example.com/base/\n    username: u\n    password_file: /nonexistent\n", 0o666)
+		if len(cfg.Warnings) > 0 {
+			t.Errorf("warnings %q, want none", cfg.Warnings)
 		}
 	})
 }

@@ -1,18 +1,59 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 )
 
-// configError is a configuration problem; the CLI exits 2 on it.
-type configError struct{ msg string }
+// problem is one configuration problem: the setting as the user wrote it
+// and what is wrong with it (msg), and where it is written when that is a
+// line of the config file.
+type problem struct {
+	file string
+	line int
+	msg  string
+}
 
-func (e *configError) Error() string { return e.msg }
+func (p problem) String() string {
+	if p.line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.file, p.line, p.msg)
+	}
+	return p.msg
+}
 
-func errf(format string, args ...any) error { return &configError{msg: fmt.Sprintf(format, args...)} }
+// configError is every problem of a configuration; the CLI exits 2 on it.
+// Its problems are in the order of where they are: the variables' first,
+// in the order they were found (the table's), then the file's by line.
+type configError struct{ problems []problem }
+
+func (e *configError) Error() string {
+	if len(e.problems) == 1 {
+		return e.problems[0].String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d configuration problems:", len(e.problems))
+	for _, p := range e.problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
+
+// newConfigError is the error of problems (nil for none), sorted.
+func newConfigError(problems []problem) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(problems)
+	slices.SortStableFunc(sorted, func(a, b problem) int { return cmp.Compare(a.line, b.line) })
+	return &configError{problems: sorted}
+}
+
+func errf(format string, args ...any) error {
+	return &configError{problems: []problem{{msg: fmt.Sprintf(format, args...)}}}
+}
 
 // IsConfigError reports whether err is (or wraps) a configuration problem.
 func IsConfigError(err error) bool {
@@ -29,7 +70,7 @@ func shutdown(cfg *Config, timeout, grace value) error {
 		g := cfg.Shutdown.Grace
 		cfg.Shutdown = shutdownWithin(cfg.Shutdown.Timeout)
 		if g > cfg.Shutdown.Grace {
-			return errf("%s: %s does not fit %s %s (at most %s)", grace.from, g, timeout.from, cfg.Shutdown.Timeout, cfg.Shutdown.Grace)
+			return fmt.Errorf("%s does not fit %s %s (at most %s)", g, timeout.from, cfg.Shutdown.Timeout, cfg.Shutdown.Grace)
 		}
 		cfg.Shutdown.Grace = g
 	case grace.set:
@@ -40,26 +81,17 @@ func shutdown(cfg *Config, timeout, grace value) error {
 	return nil
 }
 
-// checkBaseURL requires a source's URL of the commands that read the ERP.
-func checkBaseURL(p place, src Source, needERP bool) error {
-	if needERP && src.BaseURL == "" {
-		return p.fail(p.value(baseURLKey).from, errors.New("not set"))
-	}
-	return nil
-}
-
 // checkLogin requires, of the commands that read the ERP, a login's
-// credentials.
-func checkLogin(p place, l Login, needERP bool) error {
-	if !needERP {
-		return nil
-	}
+// credentials; unsure says of a key whether its absence is the
+// consequence of another problem, and so no problem of its own.
+func checkLogin(p place, l Login, unsure func(key) bool) *problem {
+	var pr problem
 	switch {
-	case l.Auth == "plugin" && (l.ClientID == "" || l.ClientSecret == ""):
-		return p.fail(l.CredentialKeys(), errors.New("plugin auth needs both"))
-	case l.Auth == "token" && l.Username == "":
-		return p.fail(l.Keys.Username, errors.New("not set"))
-	case l.Auth == "token" && l.Password == "":
+	case l.Auth == "plugin" && (l.ClientID == "" && !unsure(clientIDKey) || l.ClientSecret == "" && !unsure(clientSecretKey)):
+		pr = p.missing(l.CredentialKeys(), errors.New("plugin auth needs both"))
+	case l.Auth == "token" && l.Username == "" && !unsure(usernameKey):
+		pr = p.missing(l.Keys.Username, errors.New("not set"))
+	case l.Auth == "token" && l.Password == "" && !unsure(passwordKey):
 		hint := l.Keys.Password
 		switch {
 		case hint == passwordKey.env:
@@ -67,23 +99,29 @@ func checkLogin(p place, l Login, needERP bool) error {
 		case p.vars:
 			hint += ", or " + passwordKey.env + " / " + passwordKey.env + "_FILE"
 		}
-		return p.fail(l.Keys.Password, fmt.Errorf("login %s has no password: set %s", l.Username, hint))
+		pr = p.missing(l.Keys.Password, fmt.Errorf("login %s has no password: set %s", l.Username, hint))
+	default:
+		return nil
 	}
-	return nil
+	return &pr
 }
 
-// checkStreamList refuses a list of streams with a name twice or one the
-// catalog does not know (specs nil: no catalog to check against).
-func checkStreamList(names []string, specs []StreamSpec) error {
-	for i, n := range names {
-		if slices.Contains(names[:i], n) {
-			return fmt.Errorf("stream %q is listed twice", n)
+// checkStreamList keeps the names of a list of streams that the catalog
+// knows (specs nil: no catalog to check against), each once, and refuses
+// the others, each for its reason.
+func checkStreamList(names []string, specs []StreamSpec) (kept []string, refused []error) {
+	for _, n := range names {
+		if slices.Contains(kept, n) {
+			refused = append(refused, fmt.Errorf("stream %q is listed twice", n))
+			continue
 		}
 		if err := checkStreamName(n, specs); err != nil {
-			return fmt.Errorf("%q: %v", n, err)
+			refused = append(refused, fmt.Errorf("%q: %v", n, err))
+			continue
 		}
+		kept = append(kept, n)
 	}
-	return nil
+	return kept, refused
 }
 
 // checkStreamName refuses a stream the catalog does not know, with the

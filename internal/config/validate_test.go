@@ -11,7 +11,7 @@ func TestIsConfigError(t *testing.T) {
 	if IsConfigError(nil) || IsConfigError(os.ErrNotExist) || IsConfigError(fmt.Errorf("x: %w", os.ErrNotExist)) {
 		t.Error("IsConfigError true for a non-config error")
 	}
-	e := &configError{msg: "boom"}
+	e := &configError{problems: []problem{{msg: "boom"}}}
 	if !IsConfigError(e) || !IsConfigError(fmt.Errorf("a: %w", fmt.Errorf("b: %w", e))) || e.Error() != "boom" {
 		t.Error("IsConfigError false for a config error")
 	}

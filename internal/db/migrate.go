@@ -2,11 +2,9 @@ package db
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -43,8 +41,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]int64
 	}
 	res, err := p.Up(ctx)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege: CheckMigrate missed a right
+		if denied(err) { // CheckMigrate missed a right
 			cur, target, _ := SchemaVersions(ctx, pool)
 			return nil, &SchemaError{Current: cur, Target: target, Denied: fmt.Errorf("the migration was refused: %w", Describe(err))}
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erpsync/erpsync/migrations"
@@ -55,9 +56,81 @@ func SchemaVersions(ctx context.Context, q Querier) (current, target int64, err 
 		return 0, target, nil
 	}
 	if err := q.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version`).Scan(&current); err != nil {
+		if denied(err) {
+			return 0, target, missingGrant(ctx, q, err)
+		}
 		return 0, target, fmt.Errorf("reading schema version: %w", Describe(err))
 	}
 	return current, target, nil
+}
+
+// RuntimeRole is the group role with the daemon's rights that
+// deploy/roles.sql makes and the migrations grant to: the login of
+// ERPSYNC_DATABASE_URL is a member of it.
+const RuntimeRole = "erpsync_runtime"
+
+// GrantError is a login that lacks a right erpsync needs, with the grant
+// that gives it. Like a SchemaError, it is fixed by setting up, not by
+// retrying.
+type GrantError struct {
+	Role  string // the login, as SQL writes it
+	What  string // what it may not do
+	Why   string // why, as far as the catalog tells
+	By    string // who may grant it
+	Grant string // the statement that does
+	Err   error  // Postgres' refusal
+}
+
+func (e *GrantError) Error() string {
+	return fmt.Sprintf("role %s may not %s (%v): %s; as %s, run: %s (docs/deployment.md, \"Roles to create\")",
+		e.Role, e.What, e.Err, e.Why, e.By, e.Grant)
+}
+
+func (e *GrantError) Unwrap() error { return e.Err }
+
+// denied: Postgres refused for want of a privilege.
+func denied(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501" // insufficient_privilege
+}
+
+// missingGrant says why the login of q may not read the version table
+// (err is the refusal) and which grant fixes it: the login is the
+// daemon's, so it needs the runtime role, to which the migrations grant
+// the table; where that role lacks it, the table's owner grants it.
+func missingGrant(ctx context.Context, q Querier, refusal error) error {
+	var (
+		role, owner    string
+		exists, member bool
+		runtimeMayRead bool
+	)
+	err := q.QueryRow(ctx, `
+SELECT quote_ident(current_user), coalesce(c.relowner::regrole::text, 'its owner'),
+       r.oid IS NOT NULL, coalesce(pg_has_role(current_user, r.oid, 'MEMBER'), false),
+       coalesce(has_table_privilege(r.oid, c.oid, 'SELECT'), false)
+FROM (SELECT to_regrole($1) AS oid) r
+LEFT JOIN pg_class c ON c.oid = to_regclass('goose_db_version')`, RuntimeRole).Scan(&role, &owner, &exists, &member, &runtimeMayRead)
+	if err != nil {
+		return fmt.Errorf("reading schema version: %w (and reading why: %w)", Describe(refusal), Describe(err))
+	}
+	ge := &GrantError{Role: role, What: "read the schema's version table goose_db_version", Err: Describe(refusal)}
+	switch {
+	case !exists:
+		ge.Why = "role " + RuntimeRole + ", whose rights the daemon's login takes, does not exist: deploy/roles.sql makes it"
+		ge.By = "a superuser"
+		ge.Grant = "psql -f deploy/roles.sql, then GRANT " + RuntimeRole + " TO " + role + ";"
+	case !member:
+		ge.Why = "it is not a member of " + RuntimeRole + ", the role deploy/roles.sql makes with the daemon's rights"
+		ge.By = "a superuser"
+		ge.Grant = "GRANT " + RuntimeRole + " TO " + role + ";"
+	case !runtimeMayRead:
+		ge.Why = RuntimeRole + " may not read it: the migrations grant it only where the role exists, so they ran before deploy/roles.sql made it"
+		ge.By = "the table's owner, " + owner
+		ge.Grant = "GRANT SELECT ON goose_db_version TO " + RuntimeRole + ";"
+	default:
+		return fmt.Errorf("reading schema version: %w", Describe(refusal))
+	}
+	return ge
 }
 
 // CheckSchema returns nil when the schema is the one this binary needs,

@@ -38,6 +38,37 @@ func TestBaseURL(t *testing.T) {
 		}
 	})
 
+	// What a base URL's user information, query or fragment carries would
+	// be dropped from every request, and may be a secret: each is refused,
+	// by an error that quotes the URL with it masked.
+	t.Run("RefusesUserInformationAQueryOrAFragmentWithoutQuotingThem", func(t *testing.T) {
+		const secret = "Zk9-pw"
+		for raw, want := range map[string]string{
+			"https://sync:" + secret + "@erp.example.com/base/":  `"https://[redacted]@erp.example.com/base/": user information`,
+			"https://" + secret + "@erp.example.com":             `"https://[redacted]@erp.example.com": user information`,
+			"http://u:" + secret + "@erp.example.com":            `"http://[redacted]@erp.example.com": user information`,
+			"https://erp.example.com/?key=" + secret:             `"https://erp.example.com/?key=[redacted]": a query`,
+			"https://erp.example.com?api_key=" + secret + "&x=1": `"https://erp.example.com?api_key=[redacted]&x=[redacted]": a query`,
+			"https://erp.example.com/?" + secret:                 `"https://erp.example.com/?[redacted]": a query`,
+			"https://erp.example.com/?":                          `"https://erp.example.com/?": a query`,
+			"http://127.0.0.1:8080/?token=" + secret:             `"http://127.0.0.1:8080/?token=[redacted]": a query`,
+			"https://erp.example.com/#" + secret:                 `"https://erp.example.com/#[redacted]": a fragment`,
+			"https://u:" + secret + "@erp.example.com:port/%%":   `"https://[redacted]@erp.example.com:port/%%": user information`,
+			"https://u:a/" + secret + "@erp.example.com/base":    `"https://[redacted]@erp.example.com/base": user information`,
+		} {
+			err := ValidateBaseURL(raw)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("ValidateBaseURL(%q) = %v, want an error containing %s", raw, err, want)
+			}
+			if err != nil && strings.Contains(err.Error(), secret) {
+				t.Errorf("ValidateBaseURL(%q) quotes the secret: %v", raw, err)
+			}
+			if _, err := New(Options{BaseURL: raw}); err == nil || strings.Contains(err.Error(), secret) {
+				t.Errorf("New(%q) = %v, want an error without the secret", raw, err)
+			}
+		}
+	})
+
 	t.Run("IsLoopbackOnlyForLocalhostOrALoopbackIP", func(t *testing.T) {
 		for host, want := range map[string]bool{
 			"localhost": true, "LocalHost": true, "127.0.0.1": true, "127.255.0.9": true, "::1": true,
