@@ -197,7 +197,7 @@ func (e *command) positional() []string { return e.args }
 
 // loadConfig reads the configuration; needERP requires a usable source.
 func (e *command) loadConfig(file string, needERP bool) (config.Config, error) {
-	return config.Load(e.environ, config.Options{ConfigFile: file, Streams: specs(e.catalog), NeedERP: needERP})
+	return config.Load(e.environ, config.Options{ConfigFile: file, Streams: StreamSpecs(e.catalog), NeedERP: needERP})
 }
 
 // loadConfigForStreams is loadConfig for a command that reads the ERP and
@@ -330,8 +330,10 @@ func warnHistoryOff(cfg config.Config, log *slog.Logger) {
 	}
 }
 
-// specs is the catalog as configuration sees it.
-func specs(c *sync.Catalog) []config.StreamSpec {
+// StreamSpecs is the catalog as configuration sees it: what every command
+// hands config.Load, and what a test of a deployment file loads its
+// configuration with.
+func StreamSpecs(c *sync.Catalog) []config.StreamSpec {
 	var out []config.StreamSpec
 	for _, n := range c.Names() {
 		s, _ := c.Lookup(n)
