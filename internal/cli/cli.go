@@ -211,7 +211,7 @@ func (e *command) loadConfig(file string, needERP bool) (config.Config, error) {
 // readConfig is loadConfig for a command that reports the warnings
 // itself (check).
 func (e *command) readConfig(file string, needERP bool) (config.Config, error) {
-	return config.Load(e.environ, config.Options{ConfigFile: file, Streams: specs(e.catalog), NeedERP: needERP})
+	return config.Load(e.environ, config.Options{ConfigFile: file, Streams: StreamSpecs(e.catalog), NeedERP: needERP})
 }
 
 // loadConfigForStreams is loadConfig for a command that reads the ERP and
@@ -344,8 +344,10 @@ func warnHistoryOff(cfg config.Config, log *slog.Logger) {
 	}
 }
 
-// specs is the catalog as configuration sees it.
-func specs(c *sync.Catalog) []config.StreamSpec {
+// StreamSpecs is the catalog as configuration sees it: what every command
+// hands config.Load, and what a test of a deployment file loads its
+// configuration with.
+func StreamSpecs(c *sync.Catalog) []config.StreamSpec {
 	var out []config.StreamSpec
 	for _, n := range c.Names() {
 		s, _ := c.Lookup(n)

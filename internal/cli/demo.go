@@ -229,7 +229,7 @@ func createDatabase(ctx context.Context, dbURL string) (name string, created boo
 // coreStreams are the catalog's core streams with their defaults.
 func (e *command) coreStreams() []config.StreamConfig {
 	var out []config.StreamConfig
-	for _, sp := range specs(e.catalog) {
+	for _, sp := range StreamSpecs(e.catalog) {
 		if sp.Core {
 			out = append(out, config.StreamConfig{Name: sp.Name, Schedule: sp.Schedule})
 		}
