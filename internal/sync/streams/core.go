@@ -1,14 +1,9 @@
 package streams
 
 import (
-	"context"
 	"net/url"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
@@ -46,7 +41,8 @@ func Invoices() *sync.List {
 }
 
 // Currencies is every active currency, with the history of its rate kept
-// in erp.currency_rates.
+// in erp.currency_rates by Postgres (a trigger of the schema's owner on
+// erp.currencies opens and closes the periods, whoever writes a rate).
 func Currencies() *sync.List {
 	return &sync.List{
 		Stream:   "currencies",
@@ -71,10 +67,6 @@ func Currencies() *sync.List {
 		// The reviewed contract: its columns, and an integer id; fields
 		// the reference does not show are reported as added drift.
 		Also: map[string]string{"id": "number"},
-		AfterWrite: func(ctx context.Context, tx pgx.Tx, scope model.Scope, ids []string) error {
-			_, err := db.RecordCurrencyRates(ctx, tx, scope.Source, ids)
-			return err
-		},
 	}
 }
 
