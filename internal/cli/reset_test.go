@@ -2,8 +2,12 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
@@ -73,10 +77,54 @@ func TestReset(t *testing.T) {
 		}
 	})
 
+	t.Run("ExitsSeventyFiveNamingTheSessionThatHoldsTheStreamsLock", func(t *testing.T) {
+		alice, pid := holdLock(t, dbURL, "invoices")
+		r := runMain(t, env, "reset", "invoices", "--yes")
+		want := regexp.QuoteMeta("default/invoices: nothing reset: another session holds the stream's lock: ") + heldBy(pid, alice)
+		if r.code != exitBusy || !regexp.MustCompile(want).MatchString(r.stderr) {
+			t.Errorf("want exit %d saying %s: %s", exitBusy, want, r)
+		}
+	})
+
 	t.Run("NamesAnUnknownLogin", func(t *testing.T) {
 		r := runMain(t, env, "reset", "invoices", "--login", "nobody", "--yes")
 		if r.code != exitUsage || !strings.Contains(r.stderr, "with login nobody") {
 			t.Errorf("want exit 2 naming the login: %s", r)
 		}
 	})
+}
+
+// holdLock takes the complete sweeps' lock of default/stream in the
+// database of dbURL as a login of no erpsync role that calls itself
+// erpsync (granted the lock functions, as where the roles script did not
+// take them from PUBLIC), until the test ends; it returns the login and
+// its session's pid.
+func holdLock(t *testing.T, dbURL, stream string) (string, uint32) {
+	t.Helper()
+	ctx := context.Background()
+	alice := testdb.Role(t)
+	if _, err := testdb.ObserverPool(t, dbURL).Exec(ctx, `GRANT EXECUTE ON FUNCTION pg_try_advisory_lock(int, int), pg_advisory_unlock(int, int) TO `+alice); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(testdb.URLAs(t, dbURL, alice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = "erpsync"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if release, err := db.LockStream(ctx, conn, "default", stream, model.KindSweep); err != nil || release == nil {
+		t.Fatalf("taking the lock of %s as %s: %v", stream, alice, err)
+	}
+	return alice, conn.PgConn().PID()
+}
+
+// heldBy matches how a lock's holder that holdLock made is named: its
+// pid, role and application, when it connected if the asker may see it,
+// and that it is no erpsync process.
+func heldBy(pid uint32, role string) string {
+	return fmt.Sprintf(`held by pid %d \(role %s, application "erpsync"(, connected since [^)]+)?\), not an erpsync process`, pid, role)
 }
