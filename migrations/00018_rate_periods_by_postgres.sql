@@ -161,9 +161,11 @@ BEGIN
         SELECT r.*, lead(r.valid_from) OVER (PARTITION BY r.source, r.currency_id ORDER BY r.valid_from) IS NULL AS last
         FROM erp.currency_rates r ORDER BY r.source, r.currency_id, r.valid_from
     LOOP
-        IF NOT have OR (prev.source, prev.currency_id) <> (p.source, p.currency_id) THEN
+        IF NOT have THEN  -- (a record not yet assigned has no fields to compare)
             prev := p;
             have := true;
+        ELSIF (prev.source, prev.currency_id) <> (p.source, p.currency_id) THEN
+            prev := p;
         ELSIF prev.valid_to IS NULL OR (p.valid_from < prev.valid_to AND prev.valid_to <= pg_catalog.now()) THEN
             DELETE FROM erp.currency_rates WHERE source = p.source AND currency_id = p.currency_id AND valid_from = p.valid_from;
             keys := keys || pg_catalog.concat_ws('/', p.source, p.currency_id, p.valid_from);
