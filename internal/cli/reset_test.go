@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
@@ -96,30 +94,13 @@ func TestReset(t *testing.T) {
 
 // holdLock takes the complete sweeps' lock of default/stream in the
 // database of dbURL as a login of no erpsync role that calls itself
-// erpsync (granted the lock functions, as where the roles script did not
-// take them from PUBLIC), until the test ends; it returns the login and
-// its session's pid.
+// erpsync, until the test ends; it returns the login and its session's
+// pid.
 func holdLock(t *testing.T, dbURL, stream string) (string, uint32) {
 	t.Helper()
-	ctx := context.Background()
-	alice := testdb.Role(t)
-	if _, err := testdb.ObserverPool(t, dbURL).Exec(ctx, `GRANT EXECUTE ON FUNCTION pg_try_advisory_lock(int, int), pg_advisory_unlock(int, int) TO `+alice); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgx.ParseConfig(testdb.URLAs(t, dbURL, alice))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["application_name"] = "erpsync"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if release, err := db.LockStream(ctx, conn, "default", stream, model.KindSweep); err != nil || release == nil {
-		t.Fatalf("taking the lock of %s as %s: %v", stream, alice, err)
-	}
-	return alice, conn.PgConn().PID()
+	alice := testdb.LockTaker(t, dbURL)
+	pid, _ := testdb.HoldStreamLock(t, dbURL, alice, "erpsync", "default", stream, model.KindSweep)
+	return alice, pid
 }
 
 // heldBy matches how a lock's holder that holdLock made is named: its

@@ -486,25 +486,8 @@ func TestScheduler(t *testing.T) {
 		clock := newFakeClock()
 		dbURL := testdb.New(t)
 		obs := testdb.ObserverPool(t, dbURL)
-		alice := testdb.Role(t)
-		if _, err := obs.Exec(ctx, `GRANT EXECUTE ON FUNCTION pg_try_advisory_lock(int, int), pg_advisory_unlock(int, int) TO `+alice); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := pgx.ParseConfig(testdb.URLAs(t, dbURL, alice))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.RuntimeParams["application_name"] = "erpsync"
-		holder, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer holder.Close(ctx)
-		release, err := db.LockStream(ctx, holder, "default", "currencies", model.KindSweep)
-		if err != nil || release == nil {
-			t.Fatalf("taking the lock as %s: %v", alice, err)
-		}
-		pid := holder.PgConn().PID()
+		alice := testdb.LockTaker(t, dbURL)
+		pid, release := testdb.HoldStreamLock(t, dbURL, alice, "erpsync", "default", "currencies", model.KindSweep)
 
 		pools, err := db.OpenPools(ctx, dbURL, 1)
 		if err != nil {

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -23,31 +21,6 @@ func TestLockHeld(t *testing.T) {
 	admin := testdb.ObserverPool(t, url)
 	runtime := testdb.PoolAs(t, url, testdb.Role(t, "erpsync_runtime"))
 
-	// hold takes the sweep lock of default/invoices as role (made by
-	// testdb.Role, or the administrator when ""), naming itself app, and
-	// returns the session's pid; the lock goes when the test ends.
-	hold := func(t *testing.T, role, app string, kind model.RunKind) int32 {
-		t.Helper()
-		u := url
-		if role != "" {
-			u = testdb.URLAs(t, url, role)
-		}
-		cfg, err := pgx.ParseConfig(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.RuntimeParams["application_name"] = app
-		conn, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close(context.Background()) })
-		release, err := db.LockStream(ctx, conn, "default", "invoices", kind)
-		if err != nil || release == nil {
-			t.Fatalf("taking the lock as %q: %v", role, err)
-		}
-		return int32(conn.PgConn().PID())
-	}
 	held := func(t *testing.T, asker db.Querier, kind model.RunKind) *db.LockHeldError {
 		t.Helper()
 		e := db.LockHeld(ctx, asker, "default", "invoices", kind)
@@ -60,13 +33,10 @@ func TestLockHeld(t *testing.T) {
 	t.Run("NamesAHolderOfAnotherRoleAsNoErpsyncProcessWhateverItsApplication", func(t *testing.T) {
 		// A login that is none of erpsync's roles, which may take the lock
 		// where the roles script's revoke is missing, calls itself erpsync.
-		alice := testdb.Role(t)
-		if _, err := admin.Exec(ctx, `GRANT EXECUTE ON FUNCTION pg_try_advisory_lock(int, int), pg_advisory_unlock(int, int) TO `+alice); err != nil {
-			t.Fatal(err)
-		}
-		pid := hold(t, alice, "erpsync", model.KindSweep)
+		alice := testdb.LockTaker(t, url)
+		pid, _ := testdb.HoldStreamLock(t, url, alice, "erpsync", "default", "invoices", model.KindSweep)
 		e := held(t, runtime, model.KindSweep)
-		if h := e.Holder; h == nil || h.PID != pid || h.Role != alice || h.Application != "erpsync" || h.Erpsync || !h.Connected.IsZero() {
+		if h := e.Holder; h == nil || uint32(h.PID) != pid || h.Role != alice || h.Application != "erpsync" || h.Erpsync || !h.Connected.IsZero() {
 			t.Errorf("holder as the runtime login sees it: %+v, want pid %d, role %s, application erpsync, not erpsync's, no time of connection", h, pid, alice)
 		}
 		for _, want := range []string{"held by pid", alice, `application "erpsync"`, "not an erpsync process"} {
@@ -92,9 +62,9 @@ func TestLockHeld(t *testing.T) {
 			{"a superuser, to itself", "", admin, true},
 		} {
 			t.Run(c.what, func(t *testing.T) {
-				pid := hold(t, c.holder, "psql", model.KindFollow)
+				pid, _ := testdb.HoldStreamLock(t, url, c.holder, "psql", "default", "invoices", model.KindFollow)
 				h := held(t, c.asker, model.KindFollow).Holder
-				if h == nil || h.PID != pid || h.Erpsync != c.erpsync {
+				if h == nil || uint32(h.PID) != pid || h.Erpsync != c.erpsync {
 					t.Errorf("holder %+v, want pid %d, erpsync's = %v", h, pid, c.erpsync)
 				}
 				if c.asker == admin && (h == nil || h.Connected.IsZero()) {
