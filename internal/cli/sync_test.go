@@ -148,7 +148,6 @@ func TestSync(t *testing.T) {
 			t.Errorf("sync with a stream skipped and one failed: exit %d, want %d\n%s", r.code, exitFailed, r)
 		}
 	})
-
 }
 
 // TestMigrate documents `erpsync migrate`.
