@@ -91,3 +91,35 @@ FROM pg_catalog.pg_database WHERE datname = :'database' AND datdba <> 'erpsync_o
 -- Temporary objects for the owner and the daemon only.
 REVOKE TEMPORARY ON DATABASE :"database" FROM PUBLIC;
 GRANT TEMPORARY ON DATABASE :"database" TO erpsync_owner, erpsync_runtime;
+
+-- What follows is kept per database: it is done in the warehouse's.
+\connect :"database"
+
+-- Stream locks for the owner and the daemon only. A run of a stream holds a Postgres advisory
+-- lock on keys made of the source's and the stream's names, and `erpsync migrate` holds goose's;
+-- any login that may call the advisory-lock functions could take those keys and stop a stream
+-- (its runs skipped while it holds them) or the migrations. So every advisory-lock function, of
+-- the session and of the transaction, shared or not, with one key or two, is taken from PUBLIC
+-- and given to erpsync_owner and erpsync_runtime. Large objects for nobody but superusers: a
+-- large object is a copy of whatever its maker could read, outside row-level security, that its
+-- maker may hand to any login, and a way to fill the disk; erpsync uses none. So every function
+-- that makes, opens, reads or writes one is taken from PUBLIC.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname ~ '^pg_(try_)?advisory_'
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO erpsync_owner, erpsync_runtime', f);
+    END LOOP;
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'pg_catalog'::regnamespace AND (p.proname ~ '^lo_' OR p.proname IN ('loread', 'lowrite'))
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$$;

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,11 +28,16 @@ import (
 	"github.com/erpsync/erpsync/internal/tracing"
 )
 
-// Exit statuses.
+// Exit statuses (README.md has the table). A command interrupted by a
+// signal exits 128 plus its number, as a shell reports it: 130 for
+// SIGINT, 143 for SIGTERM.
 const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
+	// exitBusy: a stream was skipped because another session holds its
+	// lock; try again later (EX_TEMPFAIL of sysexits.h).
+	exitBusy = 75
 )
 
 const usage = `erpsync mirrors an ERP's HTTP API into a Postgres warehouse.
@@ -63,6 +69,9 @@ type command struct {
 	catalog *sync.Catalog
 	// term is stderr as the log and the progress line share it.
 	term *terminal
+	// interrupted is the first SIGINT or SIGTERM a command that stops
+	// early on one received (see signalContext), 0 if none.
+	interrupted atomic.Int32
 }
 
 // Main runs one command and returns the exit status.
@@ -101,11 +110,22 @@ func Main(args []string, environ []string, stdin io.Reader, stdout, stderr io.Wr
 		return exitUsage
 	}
 	err = cmd(e)
+	if sig := syscall.Signal(e.interrupted.Load()); sig != 0 {
+		msg := "interrupted by " + signalName(sig)
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		fmt.Fprintf(stderr, "erpsync %s: %s\n", args[0], msg)
+		return 128 + int(sig)
+	}
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.Is(err, sync.ErrBusy):
+		fmt.Fprintf(stderr, "erpsync %s: %v\n", args[0], err)
+		return exitBusy
 	case isUsage(err) || config.IsConfigError(err) || isSchemaError(err) || isTracingSetting(err):
 		fmt.Fprintf(stderr, "erpsync %s: %v\n", args[0], err)
 		return exitUsage
@@ -230,9 +250,41 @@ func (e *command) loadConfigForStreams(file string) (config.Config, error) {
 	return cfg, nil
 }
 
-// signalContext returns a context cancelled on SIGINT/SIGTERM.
+// signalContext returns a context cancelled on SIGINT/SIGTERM, for the
+// commands whose normal end is a signal (`run`, `simulate`).
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// signalContext returns a context cancelled on SIGINT/SIGTERM for a
+// command that a signal interrupts: Main then exits with 128 plus the
+// signal's number, whatever the command returns.
+func (e *command) signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			if sig, ok := s.(syscall.Signal); ok {
+				e.interrupted.CompareAndSwap(0, int32(sig))
+			}
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+// signalName is SIGINT or SIGTERM, as operators know them.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
 }
 
 // openPools opens the pools of a process that runs at most runs runs at

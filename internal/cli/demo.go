@@ -37,7 +37,7 @@ func cmdDemo(e *command) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
-	stopper, done, err := startForeground(cfg, log)
+	stopper, done, err := e.startForeground(cfg, log)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func cmdProbe(e *command) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
-	ctx, cancel := signalContext()
+	ctx, cancel := e.signalContext()
 	defer cancel()
 	var lines []probeLine
 	for _, src := range cfg.Sources {

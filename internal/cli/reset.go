@@ -82,7 +82,7 @@ func cmdReset(e *command) error {
 			return usageErrorf("reset not confirmed; nothing was changed")
 		}
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := e.signalContext()
 	defer cancel()
 	runner, pools, err := openRunner(ctx, cfg, log)
 	if err != nil {
@@ -94,7 +94,7 @@ func cmdReset(e *command) error {
 		for _, res := range runner.Reset(ctx, j.target, j.stream) {
 			switch {
 			case errors.Is(res.Err, sync.ErrBusy):
-				return fmt.Errorf("%s/%s: a run holds the stream's lock; try again once it ends (erpsync status)", j.target.Source, names[0])
+				return fmt.Errorf("%s/%s: nothing reset: %w; try again once it lets go (erpsync status)", j.target.Source, names[0], res.Err)
 			case res.Err != nil || res.Status != model.StatusSucceeded:
 				failed++
 				fmt.Fprintf(e.stdout, "%s/%s (%s): reset failed: %v\n", j.target.Source, names[0], res.Login, res.Err)

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -73,10 +75,37 @@ func TestReset(t *testing.T) {
 		}
 	})
 
+	t.Run("ExitsSeventyFiveNamingTheSessionThatHoldsTheStreamsLock", func(t *testing.T) {
+		alice, pid := holdLock(t, dbURL, "invoices")
+		r := runMain(t, env, "reset", "invoices", "--yes")
+		want := regexp.QuoteMeta("default/invoices: nothing reset: another session holds the stream's lock: ") + heldBy(pid, alice)
+		if r.code != exitBusy || !regexp.MustCompile(want).MatchString(r.stderr) {
+			t.Errorf("want exit %d saying %s: %s", exitBusy, want, r)
+		}
+	})
+
 	t.Run("NamesAnUnknownLogin", func(t *testing.T) {
 		r := runMain(t, env, "reset", "invoices", "--login", "nobody", "--yes")
 		if r.code != exitUsage || !strings.Contains(r.stderr, "with login nobody") {
 			t.Errorf("want exit 2 naming the login: %s", r)
 		}
 	})
+}
+
+// holdLock takes the complete sweeps' lock of default/stream in the
+// database of dbURL as a login of no erpsync role that calls itself
+// erpsync, until the test ends; it returns the login and its session's
+// pid.
+func holdLock(t *testing.T, dbURL, stream string) (string, uint32) {
+	t.Helper()
+	alice := testdb.LockTaker(t, dbURL)
+	pid, _ := testdb.HoldStreamLock(t, dbURL, alice, "erpsync", "default", stream, model.KindSweep)
+	return alice, pid
+}
+
+// heldBy matches how a lock's holder that holdLock made is named: its
+// pid, role and application, when it connected if the asker may see it,
+// and that it is no erpsync process.
+func heldBy(pid uint32, role string) string {
+	return fmt.Sprintf(`held by pid %d \(role %s, application "erpsync"(, connected since [^)]+)?\), not an erpsync process`, pid, role)
 }

@@ -28,7 +28,7 @@ func cmdStatus(e *command) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := e.signalContext()
 	defer cancel()
 	pool, err := openReader(ctx, cfg)
 	if err != nil {

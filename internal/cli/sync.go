@@ -25,7 +25,7 @@ func cmdMigrate(e *command) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
-	ctx, cancel := signalContext()
+	ctx, cancel := e.signalContext()
 	defer cancel()
 	// Migrations run as the schema's owner when a separate URL names it.
 	if cfg.MigrateDatabaseURL != "" {
@@ -73,7 +73,7 @@ func cmdSync(e *command) error {
 	}
 	log := newLogger(cfg, e.term)
 	warnHistoryOff(cfg, log)
-	stopper, done, err := startForeground(cfg, log)
+	stopper, done, err := e.startForeground(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -91,12 +91,12 @@ func cmdSync(e *command) error {
 // startForeground starts what a command that runs streams in the
 // foreground needs: its traces, and a stopper on SIGINT and SIGTERM (see
 // stopOnSignals). done stops both.
-func startForeground(cfg config.Config, log *slog.Logger) (stopper *sync.Stopper, done func(), err error) {
+func (e *command) startForeground(cfg config.Config, log *slog.Logger) (stopper *sync.Stopper, done func(), err error) {
 	tr, err := startTraces(cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	stopper, cancel := stopOnSignals(cfg.Shutdown.Grace, log, tr.stopBegins)
+	stopper, cancel := e.stopOnSignals(cfg.Shutdown.Grace, log, tr.stopBegins)
 	return stopper, func() { cancel(); tr.flush() }, nil
 }
 
@@ -115,14 +115,16 @@ func openRunner(ctx context.Context, cfg config.Config, log *slog.Logger) (*sync
 // the other, each through every login of its source; a failing stream
 // does not stop the others. Each run is a complete sweep, or, with
 // follow, a follow run of each paged list among them (a stream named that
-// cannot be followed is refused).
+// cannot be followed is refused). A stream whose lock another session
+// holds is skipped, naming the holder; the error then wraps sync.ErrBusy,
+// unless a run failed.
 func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, follow bool, cfg config.Config, names []string) error {
 	term, log := e.term, runner.Log
 	run := runner.Run
 	if follow {
 		run = runner.Follow
 	}
-	failed, skipped := 0, 0
+	failed, skipped, busy := 0, 0, 0
 	for _, src := range cfg.Sources {
 		streams, err := e.streamsFor(src, names)
 		if err != nil {
@@ -153,7 +155,8 @@ func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sy
 			for _, res := range results {
 				switch {
 				case errors.Is(res.Err, sync.ErrBusy):
-					fmt.Fprintf(term, "%s/%s: skipped, another erpsync process is running it\n", src.Name, s.Declared().Name)
+					busy++
+					fmt.Fprintf(term, "%s/%s: skipped: %v\n", src.Name, s.Declared().Name, res.Err)
 				case res.Err != nil && res.Status != model.StatusCancelled:
 					failed++
 				}
@@ -166,6 +169,9 @@ func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sy
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d stream run(s) failed; see the log above and `erpsync status`", failed)
+	}
+	if busy > 0 {
+		return fmt.Errorf("%d stream(s) skipped (%w, named above); try again once it lets go", busy, sync.ErrBusy)
 	}
 	return nil
 }
@@ -217,12 +223,13 @@ func progressPrinter(term *terminal, source, stream string, withLogin bool) func
 }
 
 // stopOnSignals returns a stopper of the command's runs: the first SIGINT
-// or SIGTERM drains it (the page in flight commits, nothing new starts),
-// the grace period or a second signal aborts it. onStop is called at the
-// first signal. cancel releases the signals and aborts.
-func stopOnSignals(grace time.Duration, log *slog.Logger, onStop func()) (stopper *sync.Stopper, cancel func()) {
+// or SIGTERM drains it (the page in flight commits, nothing new starts;
+// the command then exits 128 plus its number), the grace period or a
+// second signal aborts it. onStop is called at the first signal. cancel
+// releases the signals and aborts.
+func (e *command) stopOnSignals(grace time.Duration, log *slog.Logger, onStop func()) (stopper *sync.Stopper, cancel func()) {
 	stopper = sync.NewStopper(context.Background())
-	sigCtx, sigCancel := signalContext()
+	sigCtx, sigCancel := e.signalContext()
 	go func() {
 		select {
 		case <-sigCtx.Done():

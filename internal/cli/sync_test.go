@@ -117,6 +117,37 @@ func TestSync(t *testing.T) {
 			t.Errorf("sync --follow invoices: want exit 0 and a follow run in the log: %s", r)
 		}
 	})
+
+	// A stream whose lock another session holds is skipped while the others
+	// run, and the command exits 75 naming the holder: its pid, role and
+	// application, and whether it is an erpsync process, judged by its role
+	// (this one calls itself erpsync). A run that fails as well makes it
+	// exit 1.
+	t.Run("ExitsSeventyFiveNamingTheSessionThatHoldsAStreamsLock", func(t *testing.T) {
+		t.Parallel()
+		_, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 30})
+		dbURL := testdb.New(t)
+		alice, pid := holdLock(t, dbURL, "currencies")
+		r := runMain(t, erpEnv(simURL, dbURL, goodPassword), "sync", "currencies", "cashboxes")
+		if r.code != exitBusy {
+			t.Fatalf("sync: exit %d, want %d\n%s", r.code, exitBusy, r)
+		}
+		for _, want := range []string{
+			regexp.QuoteMeta("default/currencies: skipped: another session holds the stream's lock: ") + heldBy(pid, alice),
+			regexp.QuoteMeta("erpsync sync: 1 stream(s) skipped (another session holds the stream's lock, named above); try again once it lets go"),
+		} {
+			if !regexp.MustCompile(want).MatchString(r.stderr) {
+				t.Errorf("stderr does not match %s\n%s", want, r)
+			}
+		}
+		var cashboxes int64
+		if err := testdb.ObserverPool(t, dbURL).QueryRow(context.Background(), `SELECT count(*) FROM erp.cashboxes`).Scan(&cashboxes); err != nil || cashboxes == 0 {
+			t.Errorf("cashboxes: %d rows (%v), want the stream run beside the skipped one", cashboxes, err)
+		}
+		if r := runMain(t, erpEnv(simURL, dbURL, wrongPassword), "sync", "currencies", "cashboxes"); r.code != exitFailed {
+			t.Errorf("sync with a stream skipped and one failed: exit %d, want %d\n%s", r.code, exitFailed, r)
+		}
+	})
 }
 
 // TestMigrate documents `erpsync migrate`.

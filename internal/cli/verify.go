@@ -34,7 +34,7 @@ func cmdVerify(e *command) error {
 		return err
 	}
 	log := newLogger(cfg, e.term)
-	ctx, cancel := signalContext()
+	ctx, cancel := e.signalContext()
 	defer cancel()
 	pool, err := openReader(ctx, cfg)
 	if err != nil {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
@@ -412,7 +414,7 @@ func TestDaemon(t *testing.T) {
 			t.Errorf("test_panics has %d failed runs, want 1 (only the first call panics): %v", n, rs)
 		}
 		if n := panicCalls.Load(); n < 2 {
-			t.Errorf("AfterWrite called %d times, want >= 2", n)
+			t.Errorf("children read %d times, want >= 2", n)
 		}
 		if got := h.count(`SELECT count(*) FROM erp.test_panics WHERE source = 'default'`); got == 0 {
 			t.Errorf("erp.test_panics is empty after a succeeded run")
@@ -496,18 +498,33 @@ func TestDaemon(t *testing.T) {
 	})
 }
 
-// panicStream is a copy of the cashboxes stream whose AfterWrite panics
-// on its first call.
+// panicStream writes the cashboxes into erp.test_panics as the cashboxes
+// stream does, one child per cashbox listed, and panics in its first.
 func panicStream(calls *atomic.Int64) sync.Stream {
-	s := streams.Cashboxes()
-	s.Name = "test_panics"
-	s.AfterWrite = func(context.Context, db.Tx, model.Scope, []string) error {
-		if calls.Add(1) == 1 {
-			panic("test_panics: deliberate panic in AfterWrite")
-		}
-		return nil
+	table := streams.Cashboxes().Table
+	table.Name = "test_panics"
+	return &sync.Fanout[[]byte]{
+		Info: sync.Info{Name: "test_panics", Table: table},
+		Parents: sync.ListedParents(erp.ListRequest{Path: "/accounts/api/cashboxes/"}, func(it sync.Item) ([]byte, bool) {
+			return bytes.Clone(it.Raw), true
+		}),
+		Child: func(_ context.Context, r *sync.Run, raw []byte) (sync.Child, error) {
+			if calls.Add(1) == 1 {
+				panic("test_panics: deliberate panic in a child")
+			}
+			rec, err := erp.ParseRecord(raw)
+			if err != nil {
+				return sync.Child{}, err
+			}
+			row, err := table.Row(rec, raw, nil, nil)
+			if err != nil {
+				return sync.Child{}, err
+			}
+			return sync.Child{Step: &sync.Step{Write: func(ctx context.Context, tx db.Tx) (model.RunStats, error) {
+				return r.Upsert(ctx, tx, table, []db.Row{row})
+			}}}, nil
+		},
 	}
-	return s
 }
 
 // readyzSample is one answer of /readyz during a shutdown.

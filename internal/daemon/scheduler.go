@@ -46,6 +46,7 @@ type schedulerMetrics interface {
 	DeclareFollow(source, stream string, logins []string, interval time.Duration)
 	Skipped(source, stream, reason string)
 	LockHeldByOther(source, stream string, d time.Duration)
+	LockHeldByForeign(source, stream string)
 	BudgetWait(source string, d time.Duration)
 }
 
@@ -202,7 +203,25 @@ type job struct {
 	log      *slog.Logger
 	backoff  map[string]*loginBackoff // by login
 	stuck    bool                     // the lock's holder was last seen holding it too long
+	sighting lockSighting             // the holder of the lock this job last found taken
 }
+
+// lockSighting is a session this job found holding its lock, and since
+// when it has found it so (Postgres tells when a lock was taken to no
+// one, and when a session began only to a superuser or a member of its
+// role).
+type lockSighting struct {
+	pid     int32
+	role    string
+	since   time.Time
+	foreign bool // its role is not erpsync's
+}
+
+// foreignRecheck is how soon a job looks again at a lock a session that
+// is not erpsync's holds: nothing erpsync runs will let go of it, so the
+// stream runs as soon as it is free, and meanwhile each look is counted
+// (the alert on it keeps firing) and the time held measured.
+const foreignRecheck = time.Minute
 
 // loginBackoff is how a login of a job has been failing.
 type loginBackoff struct {
@@ -257,6 +276,9 @@ func (j *job) loop(ctx context.Context) {
 		j.run(ctx, due)
 		release()
 		next = j.schedule.Next(clock.Now())
+		if soon := clock.Now().Add(foreignRecheck); j.sighting.foreign && next.After(soon) {
+			next = soon
+		}
 	}
 }
 
@@ -347,9 +369,12 @@ func (j *job) run(ctx context.Context, due []sync.Login) {
 		run = j.s.runner.Follow
 	}
 	results := run(ctx, j.s.stopper.Draining(), t, j.stream, nil)
-	busy := len(results) == 1 && errors.Is(results[0].Err, sync.ErrBusy)
+	var busy error
+	if len(results) == 1 && errors.Is(results[0].Err, sync.ErrBusy) {
+		busy = results[0].Err
+	}
 	j.checkLock(ctx, busy)
-	if busy {
+	if busy != nil {
 		return
 	}
 	for _, res := range results {
@@ -363,48 +388,73 @@ func (j *job) run(ctx context.Context, due []sync.Login) {
 	}
 }
 
-// checkLock counts a run skipped because another process holds the
-// stream's lock, and reports a holder that has kept it too long: its data
-// then go stale without any run failing.
-func (j *job) checkLock(ctx context.Context, busy bool) {
+// checkLock counts a run skipped because another session holds the
+// stream's lock (busy, naming it), and reports the holder: one whose role
+// is not erpsync's (a reader, an administrator: anyone may call a
+// session "erpsync", so the role decides) at once, at WARN, counted and
+// in /readyz, since nothing erpsync runs would ever let go of it; any
+// holder that has kept it too long, since its data then go stale without
+// any run failing. How long is what the holder's run row says when it is
+// an erpsync run, else since this job first found it holding the lock.
+func (j *job) checkLock(ctx context.Context, busy error) {
 	source, stream := j.target.Source, j.stream.Declared().Name
 	m := j.s.deps.Metrics
 	// The lock's gauge is the complete sweeps' (their schedule is the
 	// one it is judged against); a follow lock held too long shows as
 	// new records going stale.
 	sweeps := j.kind == model.KindSweep
-	if !busy {
+	if busy == nil {
 		if sweeps {
 			m.LockHeldByOther(source, stream, 0)
 		}
+		j.sighting = lockSighting{}
 		j.setStuck("")
 		return
 	}
 	m.Skipped(source, stream, metrics.SkipLocked)
-	j.log.Debug("sync skipped: another process holds the stream's lock")
-	h, running, err := db.RunningRun(ctx, j.s.deps.Pools().Service, source, stream, j.kind)
-	if err != nil || !running {
+	var held *db.LockHeldError
+	if !errors.As(busy, &held) || held.Holder == nil {
+		j.log.Debug("sync skipped: another session holds the stream's lock", "err", busy)
 		return
 	}
-	held := j.s.deps.Clock.Now().Sub(h.Since)
+	h, now := *held.Holder, j.s.deps.Clock.Now()
+	if j.sighting.pid != h.PID || j.sighting.role != h.Role {
+		j.sighting = lockSighting{pid: h.PID, role: h.Role, since: now, foreign: !h.Erpsync}
+	}
+	since, who := j.sighting.since, fmt.Sprintf("pid %d (role %s, application %q)", h.PID, h.Role, h.Application)
+	if h.Erpsync {
+		// An erpsync run's row says where it runs and since when.
+		if r, running, err := db.RunningRun(ctx, j.s.deps.Pools().Service, source, stream, j.kind); err == nil && running {
+			since, who = r.Since, fmt.Sprintf("%s (pid %d)", r.Host, r.PID)
+		}
+		j.log.Debug("sync skipped: another erpsync process holds the stream's lock", "holder", who)
+	} else {
+		m.LockHeldByForeign(source, stream)
+		j.log.Warn("a session that is not erpsync's holds the stream's lock; the stream does not run while it does",
+			"holder_pid", h.PID, "holder_role", h.Role, "holder_application", h.Application, "seen_holding_since", since)
+	}
+	d := now.Sub(since)
 	if sweeps {
-		m.LockHeldByOther(source, stream, held)
+		m.LockHeldByOther(source, stream, d)
 	}
-	if model.Overdue(held, j.interval) {
-		what := source + "/" + stream
-		if !sweeps {
-			what += " (follow runs)"
-		}
-		msg := fmt.Sprintf("%s: lock held by %s (pid %d) for %s, more than %dx its schedule", what, h.Host, h.PID,
-			held.Round(time.Second), model.OverdueFactor)
+	what := source + "/" + stream
+	if !sweeps {
+		what += " (follow runs)"
+	}
+	switch {
+	case !h.Erpsync:
+		j.setStuck(fmt.Sprintf("%s: lock held by %s, not an erpsync process, seen holding it since %s", what, who,
+			since.UTC().Format(time.RFC3339)))
+	case model.Overdue(d, j.interval):
 		if !j.stuck {
-			j.log.Warn("another process has held the stream's lock too long; its data go stale", "holder", h.Host,
-				"pid", h.PID, "held", held.Round(time.Second), "schedule_interval", j.interval)
+			j.log.Warn("another process has held the stream's lock too long; its data go stale", "holder", who,
+				"held", d.Round(time.Second), "schedule_interval", j.interval)
 		}
-		j.setStuck(msg)
-		return
+		j.setStuck(fmt.Sprintf("%s: lock held by %s for %s, more than %dx its schedule", what, who,
+			d.Round(time.Second), model.OverdueFactor))
+	default:
+		j.setStuck("")
 	}
-	j.setStuck("")
 }
 
 // setStuck records (or, with "", clears) a lock held too long.

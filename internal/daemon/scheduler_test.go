@@ -471,6 +471,96 @@ func TestScheduler(t *testing.T) {
 			return !strings.Contains(body, "warning"), nil
 		})
 	})
+
+	// A session whose role is not erpsync's (here a login granted the lock
+	// functions, calling itself erpsync) holds a stream's lock: each look
+	// at the lock warns naming its pid, role and application, counts it,
+	// shows it in /readyz, and measures how long it has been seen holding
+	// it; the job looks again every minute, not at its hourly schedule, and
+	// runs the stream at the first look that finds the lock free.
+	t.Run("WarnsOfCountsAndLooksAgainSoonAtALockHeldByASessionThatIsNotErpsyncs", func(t *testing.T) {
+		ctx := context.Background()
+		_, simURL := newSim(t, erpsim.Options{Invoices: 10})
+		src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 1,
+			Streams: []config.StreamConfig{{Name: "currencies", Schedule: "@every 1h"}}}
+		clock := newFakeClock()
+		dbURL := testdb.New(t)
+		obs := testdb.ObserverPool(t, dbURL)
+		alice := testdb.LockTaker(t, dbURL)
+		pid, release := testdb.HoldStreamLock(t, dbURL, alice, "erpsync", "default", "currencies", model.KindSweep)
+
+		pools, err := db.OpenPools(ctx, dbURL, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pools.Close()
+		log, logs := testLog()
+		rec := newSchedRecorder()
+		tgt := schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword})
+		s := newScheduler(schedulerDeps{Sources: []config.Source{src}, Catalog: streams.MustDefault(),
+			Targets: map[string]sync.Target{"default": tgt}, Pools: func() *db.Pools { return pools },
+			MaxRuns: 1, Grace: time.Minute, Abort: time.Minute, Log: log, Clock: clock, Metrics: rec})
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer returnsWithin(t, 30*time.Second, "scheduler Stop", s.Stop)
+
+		// The job asks the clock for its first tick, then at each look for
+		// the deadline of its slots and, after the run, for its next tick:
+		// waitLook waits for the n-th look to end and returns that wait.
+		waitLook := func(n int, what string) time.Duration {
+			t.Helper()
+			var asked []time.Duration
+			testutil.Eventually(t, 20*time.Second, time.Millisecond, what, func() (bool, error) {
+				asked = clock.Asked()
+				return len(asked) >= 2*n+1, nil
+			})
+			return asked[2*n]
+		}
+		// The first look, at once (no start spread).
+		if next := waitLook(1, "the first look"); next != time.Minute {
+			t.Errorf("the job looks again in %s, want a minute", next)
+		}
+		if held, n := rec.lock(); n != 1 || held != 0 {
+			t.Errorf("after the first look: %d foreign looks counted, held %s; want 1, 0 s", n, held)
+		}
+		warning := fmt.Sprintf(`default/currencies: lock held by pid %d (role %s, application "erpsync"), not an erpsync process, seen holding it since 2026-03-01T09:00:00Z`, pid, alice)
+		if w := s.Warnings(); !slices.Equal(w, []string{warning}) {
+			t.Errorf("warnings %q, want %q", w, warning)
+		}
+		line := fmt.Sprintf(`level=WARN msg="a session that is not erpsync's holds the stream's lock; the stream does not run while it does" source=default stream=currencies holder_pid=%d holder_role=%s holder_application=erpsync seen_holding_since=2026-03-01T09:00:00.000Z`,
+			pid, alice)
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("no warning %s", line)
+		}
+
+		// A minute on: the same holder, seen for a minute.
+		clock.Advance(time.Minute)
+		waitLook(2, "the second look")
+		if held, n := rec.lock(); n != 2 || held != time.Minute {
+			t.Errorf("at the second look: %d foreign looks counted, held %s; want 2, a minute", n, held)
+		}
+		if n := count(t, obs, `SELECT count(*) FROM erp.sync_runs`); n != 0 {
+			t.Errorf("%d runs recorded while the lock was held", n)
+		}
+
+		// It lets go: the next look runs the stream, and the job is back on
+		// its schedule.
+		release()
+		clock.Advance(time.Minute)
+		if next := waitLook(3, "the run once the lock is free"); next != time.Hour {
+			t.Errorf("after the run the job looks again in %s, want its hour", next)
+		}
+		if n := count(t, obs, `SELECT count(*) FROM erp.sync_runs WHERE status = 'succeeded'`); n != 1 {
+			t.Errorf("%d succeeded runs once the lock was free, want 1", n)
+		}
+		if held, n := rec.lock(); n != 2 || held != 0 {
+			t.Errorf("after the run: %d foreign looks, held %s; want 2, 0 s", n, held)
+		}
+		if w := s.Warnings(); len(w) != 0 {
+			t.Errorf("warnings after the run: %q", w)
+		}
+	})
 }
 
 // schedRecorder is the scheduler's Metrics, recorded.
@@ -481,6 +571,8 @@ type schedRecorder struct {
 	skipped     map[string]int           // by reason
 	budgetWaits int
 	budgetWait  time.Duration
+	heldByOther time.Duration
+	foreign     int
 }
 
 func newSchedRecorder() *schedRecorder {
@@ -505,7 +597,25 @@ func (r *schedRecorder) Skipped(source, stream, reason string) {
 	r.skipped[reason]++
 }
 
-func (r *schedRecorder) LockHeldByOther(source, stream string, d time.Duration) {}
+func (r *schedRecorder) LockHeldByOther(source, stream string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.heldByOther = d
+}
+
+func (r *schedRecorder) LockHeldByForeign(source, stream string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.foreign++
+}
+
+// lock is what the recorder last heard of the lock: how long another
+// session held it, and how many looks found a foreign session holding it.
+func (r *schedRecorder) lock() (time.Duration, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.heldByOther, r.foreign
+}
 
 func (r *schedRecorder) BudgetWait(source string, d time.Duration) {
 	r.mu.Lock()

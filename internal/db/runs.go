@@ -52,6 +52,78 @@ func LockStream(ctx context.Context, conn *pgx.Conn, source, stream string, kind
 	}, nil
 }
 
+// LockHolder is the session that holds a stream's lock, as Postgres
+// shows it to the session that asked.
+type LockHolder struct {
+	PID         int32
+	Role        string // the role it logged in as
+	Application string // its application_name, which any login may set
+	// Connected is when its session began, or zero when the asking login
+	// may not see it (it sees that of its own role's sessions only,
+	// unless a superuser or a member of pg_read_all_stats).
+	Connected time.Time
+	// Erpsync: its role is one of erpsync's, judged by role alone: a
+	// member of erpsync_runtime that is no superuser, the owner of schema
+	// erp (or a member of it), or the asking session's own role.
+	Erpsync bool
+}
+
+// LockHeldError is a stream's lock found taken, naming its holder when
+// Postgres still showed one.
+type LockHeldError struct {
+	Holder *LockHolder // nil: it let go before it could be named, or it could not be read
+	err    error       // why it could not be read
+}
+
+func (e *LockHeldError) Error() string {
+	h := e.Holder
+	switch {
+	case e.err != nil:
+		return "its holder could not be named: " + e.err.Error()
+	case h == nil:
+		return "its holder let go before it could be named"
+	}
+	what := "not an erpsync process (its role is neither erpsync's runtime role nor the schema's owner)"
+	if h.Erpsync {
+		what = "an erpsync process (by its role)"
+	}
+	since := ""
+	if !h.Connected.IsZero() {
+		since = ", connected since " + h.Connected.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("held by pid %d (role %s, application %q%s), %s", h.PID, h.Role, h.Application, since, what)
+}
+
+// LockHeld names the session that holds the lock of a kind of run of
+// (source, stream), for a run that found it taken: its pid, role and
+// application from pg_locks and pg_stat_activity, and whether its role
+// is erpsync's.
+func LockHeld(ctx context.Context, q Querier, source, stream string, kind model.RunKind) *LockHeldError {
+	var h LockHolder
+	var connected *time.Time
+	// A two-key advisory lock shows its keys in classid and objid, as
+	// unsigned 32-bit numbers, with objsubid 2.
+	err := q.QueryRow(ctx, `
+SELECT a.pid, coalesce(a.usename::text, ''), coalesce(a.application_name, ''), a.backend_start,
+       coalesce(r.rolname = session_user OR (NOT r.rolsuper AND EXISTS (
+           SELECT 1 FROM pg_roles g
+           WHERE (g.rolname = 'erpsync_runtime' OR g.oid = (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = 'erp'))
+             AND pg_has_role(r.oid, g.oid, 'MEMBER'))), false)
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid LEFT JOIN pg_roles r ON r.oid = a.usesysid
+WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid AND l.objsubid = 2
+LIMIT 1`, int64(lockClass), int64(uint32(lockKey(source, stream, kind)))).Scan(&h.PID, &h.Role, &h.Application, &connected, &h.Erpsync)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return &LockHeldError{}
+	case err != nil:
+		return &LockHeldError{err: fmt.Errorf("reading the holder of %s/%s's lock: %w", source, stream, Describe(err))}
+	}
+	h.Connected = deref(connected)
+	return &LockHeldError{Holder: &h}
+}
+
 // runsOf is the kinds of run a kind's lock covers: a sweep's lock is held
 // by sweeps and resets.
 func runsOf(kind model.RunKind) []string {

@@ -575,35 +575,53 @@ func TestSync(t *testing.T) {
 		}
 	})
 
-	// The first SIGINT stops `erpsync sync` after the commit in flight and
-	// starts no further stream: no lock, no run row, no request for them.
-	t.Run("StartsNoStreamAfterASignal", func(t *testing.T) {
+	// The first SIGINT or SIGTERM stops `erpsync sync` after the commit in
+	// flight and starts no further stream: no lock, no run row, no request
+	// for them. It exits as a shell reports a process the signal ended, 130
+	// for SIGINT and 143 for SIGTERM, so that `erpsync sync && next-step`
+	// stops there.
+	t.Run("StartsNoStreamAfterASignalAndExitsWithItsStatus", func(t *testing.T) {
 		bin := erpsyncBinary(t)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		sim := erpsim.New(erpsim.Options{Invoices: 1000, PageSizeCap: pageSize, Latency: 200 * time.Millisecond})
-		srv := httptest.NewServer(sim)
-		t.Cleanup(srv.Close)
-		dbURL := testdb.New(t)
-		pool := testdb.ObserverPool(t, dbURL)
-		p := startErpsync(t, ctx, bin, baseEnv(dbURL, srv.URL, "ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(pageSize)), 1,
-			"sync", "invoices", "currencies", "cashboxes", "--prefetch", "0")
-		waitFirstInvoicePage(t, ctx, pool, p)
-		p.stop(t, syscall.SIGINT, 20*time.Second)
-		var runs string
-		if err := pool.QueryRow(ctx, `SELECT string_agg(stream || ' ' || status, ', ' ORDER BY id) FROM erp.sync_runs`).Scan(&runs); err != nil {
-			t.Fatal(err)
-		}
-		if runs != "invoices cancelled" {
-			t.Errorf("runs: %s; want only the invoices run, cancelled", runs)
-		}
-		for _, r := range sim.Requests() {
-			if r.Path == "/accounts/api/currencies/" || r.Path == "/accounts/api/cashboxes/" {
-				t.Errorf("a stream started after the signal: %s %s", r.Method, r.Path)
-			}
-		}
-		if sim.Revocations() != 1 {
-			t.Errorf("revocations %d, want the token revoked", sim.Revocations())
+		for _, c := range []struct {
+			name string
+			sig  syscall.Signal
+			code int
+		}{{"SIGINT", syscall.SIGINT, 130}, {"SIGTERM", syscall.SIGTERM, 143}} {
+			t.Run(c.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				sim := erpsim.New(erpsim.Options{Invoices: 1000, PageSizeCap: pageSize, Latency: 200 * time.Millisecond})
+				srv := httptest.NewServer(sim)
+				t.Cleanup(srv.Close)
+				dbURL := testdb.New(t)
+				pool := testdb.ObserverPool(t, dbURL)
+				p := startErpsync(t, ctx, bin, baseEnv(dbURL, srv.URL, "ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(pageSize)), 1,
+					"sync", "invoices", "currencies", "cashboxes", "--prefetch", "0")
+				waitFirstInvoicePage(t, ctx, pool, p)
+				p.stop(t, c.sig, 20*time.Second)
+				var exit *exec.ExitError
+				if !errors.As(p.err, &exit) || exit.ExitCode() != c.code {
+					t.Errorf("erpsync sync after %s: %v, want exit status %d\n%s", c.name, p.err, c.code, p.output())
+				}
+				if want := "erpsync sync: interrupted by " + c.name; !strings.Contains(p.stderr.String(), want) {
+					t.Errorf("stderr does not say %q\n%s", want, p.output())
+				}
+				var runs string
+				if err := pool.QueryRow(ctx, `SELECT string_agg(stream || ' ' || status, ', ' ORDER BY id) FROM erp.sync_runs`).Scan(&runs); err != nil {
+					t.Fatal(err)
+				}
+				if runs != "invoices cancelled" {
+					t.Errorf("runs: %s; want only the invoices run, cancelled", runs)
+				}
+				for _, r := range sim.Requests() {
+					if r.Path == "/accounts/api/currencies/" || r.Path == "/accounts/api/cashboxes/" {
+						t.Errorf("a stream started after the signal: %s %s", r.Method, r.Path)
+					}
+				}
+				if sim.Revocations() != 1 {
+					t.Errorf("revocations %d, want the token revoked", sim.Revocations())
+				}
+			})
 		}
 	})
 }

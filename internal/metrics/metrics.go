@@ -39,6 +39,7 @@ type Metrics struct {
 	held        *prometheus.GaugeVec
 	skipped     *prometheus.CounterVec
 	lockHeld    *prometheus.GaugeVec
+	foreignLock *prometheus.CounterVec
 	interval    *prometheus.GaugeVec
 	pruned      *prometheus.CounterVec
 	inFlight    *prometheus.GaugeVec
@@ -99,7 +100,10 @@ func New() *Metrics {
 			"Scheduled runs not made, by reason: locked (another process holds the stream's lock), capacity (no run slot free before the next tick), budget (no slot of the source's request budget free before it).",
 			"source", "stream", "reason"),
 		lockHeld: gauge("erpsync_lock_held_by_other_seconds",
-			"How long another process has held the stream's lock, as this process last found it (0: it ran the stream itself, or found its data fresh).",
+			"How long another session has held the stream's lock, as this process last found it: since its run began for an erpsync run, else since this process first found it holding the lock (0: it ran the stream itself, or found its data fresh).",
+			"source", "stream"),
+		foreignLock: counter("erpsync_lock_held_by_foreign_total",
+			"Scheduled runs skipped because a session whose role is not erpsync's (neither the runtime role nor the schema's owner) held the stream's lock.",
 			"source", "stream"),
 		interval: gauge("erpsync_schedule_interval_seconds",
 			"Seconds between two scheduled runs of the stream that read it whole (complete sweeps; for cron specs, the next interval).",
@@ -123,7 +127,7 @@ func New() *Metrics {
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.rows, m.pages, m.requests, m.retries, m.rateWait, m.duration,
-		m.lastSuccess, m.lastFollow, m.followEvery, m.followSwept, m.missed, m.drift, m.lastFailed, m.held, m.skipped, m.lockHeld, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
+		m.lastSuccess, m.lastFollow, m.followEvery, m.followSwept, m.missed, m.drift, m.lastFailed, m.held, m.skipped, m.lockHeld, m.foreignLock, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -158,6 +162,7 @@ func (m *Metrics) Declare(source, stream string, logins []string, interval time.
 		m.skipped.WithLabelValues(source, stream, reason)
 	}
 	m.lockHeld.WithLabelValues(source, stream)
+	m.foreignLock.WithLabelValues(source, stream)
 	for _, table := range []string{"sync_runs", "rejected_records"} {
 		m.pruned.WithLabelValues(table)
 	}
@@ -207,6 +212,12 @@ func (m *Metrics) Skipped(source, stream, reason string) {
 // lock (0 once this process ran it).
 func (m *Metrics) LockHeldByOther(source, stream string, d time.Duration) {
 	m.lockHeld.WithLabelValues(source, stream).Set(d.Seconds())
+}
+
+// LockHeldByForeign counts a run skipped because a session that is not
+// erpsync's held the stream's lock.
+func (m *Metrics) LockHeldByForeign(source, stream string) {
+	m.foreignLock.WithLabelValues(source, stream).Inc()
 }
 
 // Pruned counts bookkeeping rows removed by retention.

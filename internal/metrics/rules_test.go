@@ -87,6 +87,7 @@ func exported(t *testing.T) map[string]*dto.MetricFamily {
 	m.Skipped("default", "invoices", SkipLocked)
 	m.Skipped("default", "invoices", SkipBudget)
 	m.LockHeldByOther("default", "invoices", time.Minute)
+	m.LockHeldByForeign("default", "invoices")
 	m.Pruned("sync_runs", 1)
 	m.SetReady(true)
 	fams, err := m.Registry().Gather()

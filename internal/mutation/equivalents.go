@@ -75,8 +75,6 @@ var Equivalents = map[string][]Equivalent{
 	"internal/sync/walk.go": {
 		{boundary, "db.UpsertOptions{SeenBy: u.plan.seenBy, CountOthers: len(u.run.target.Logins) > 1})", "> 1",
 			"with one login no row was listed first by another: counting them finds 0"},
-		{boundary, "if err == nil && u.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {", "> 0",
-			"an unchanged page gives AfterWrite nothing to do"},
 	},
 	"internal/sync/order.go": {
 		{boundary, "if k := idKey(top); k > o.max {", ">",

@@ -50,4 +50,5 @@ var SideTables = map[string]Access{
 	"schema_drift":           Withheld,
 	"journal_line_documents": Withheld,
 	"currency_rates":         BySource,
+	"upgrade_findings":       Withheld,
 }

@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"net/url"
@@ -22,9 +21,6 @@ type List struct {
 	Path   string     // the list route; it may start with a {prefix} (see Target.Prefixes)
 	Query  url.Values // filters sent with every page
 	Paging erp.Paging // how the first page is asked for; answers' own paging is followed anyway
-	// AfterWrite runs in a page's transaction when it inserted or updated
-	// rows, with the ids of the page's rows.
-	AfterWrite func(ctx context.Context, tx db.Tx, scope model.Scope, ids []string) error
 }
 
 // Declared is the list's Info, with its route, whether it follows and its

@@ -15,7 +15,7 @@ import (
 
 // TestList documents how a list stream reads a list: its paging signals
 // and envelopes, a page that cannot be read, the records it rejects, the
-// money and typed columns it writes, and its AfterWrite.
+// money and typed columns it writes.
 func TestList(t *testing.T) {
 	t.Parallel()
 
@@ -286,10 +286,10 @@ func TestList(t *testing.T) {
 		}
 	})
 
-	t.Run("RunsAfterWriteWithTheWritesOfAPage", func(t *testing.T) {
-		// A list's AfterWrite runs in the transaction of a page that inserted or
-		// updated rows: the currency rate history holds a new rate from the run
-		// that wrote it, a bulk load's rates included.
+	t.Run("KeepsTheRatePeriodsOfThePagesThatWriteRates", func(t *testing.T) {
+		// The currency rate history holds a new rate from the run that wrote
+		// it, a bulk load's rates included: Postgres keeps the periods in the
+		// transaction of the page that writes a currency.
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{})
 		h.mustRun("currencies")

@@ -17,8 +17,9 @@ import (
 	"github.com/erpsync/erpsync/internal/model"
 )
 
-// ErrBusy means another process holds the stream's lock; nothing ran.
-var ErrBusy = errors.New("another erpsync process is running this stream")
+// ErrBusy means another session holds the stream's lock; nothing ran. A
+// result's error wraps it with the *db.LockHeldError that names the holder.
+var ErrBusy = errors.New("another session holds the stream's lock")
 
 // errStopped ends a run between commits when a stop was asked for.
 var errStopped = errors.New("stopped before the stream finished")
@@ -158,7 +159,7 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 	}
 	if release == nil {
 		log.Debug("sync skipped: another process holds the stream's lock")
-		return []Result{{Kind: kind, Err: ErrBusy}}
+		return []Result{{Kind: kind, Err: fmt.Errorf("%w: %w", ErrBusy, db.LockHeld(ctx, conn, t.Source, name, kind))}}
 	}
 	defer release()
 	if n, err := db.CloseAbandonedRuns(ctx, conn, t.Source, name, kind); err != nil {
@@ -313,7 +314,7 @@ func (rn *Runner) Reset(ctx context.Context, t Target, s Stream) []Result {
 			return []Result{{Kind: model.KindReset, Status: model.StatusFailed, Err: err}}
 		}
 		if release == nil {
-			return []Result{{Kind: model.KindReset, Err: ErrBusy}}
+			return []Result{{Kind: model.KindReset, Err: fmt.Errorf("%w: %w", ErrBusy, db.LockHeld(ctx, conn, t.Source, name, kind))}}
 		}
 		defer release()
 	}

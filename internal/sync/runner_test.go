@@ -2,6 +2,7 @@ package sync_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -38,7 +39,7 @@ func TestRunner(t *testing.T) {
 		done := make(chan sync.Result)
 		go func() { done <- h.run("invoices") }()
 		<-started
-		if res := h.run("invoices"); res.Err != sync.ErrBusy {
+		if res := h.run("invoices"); !errors.Is(res.Err, sync.ErrBusy) {
 			t.Errorf("second run: %v, want ErrBusy", res.Err)
 		}
 		if res := <-done; res.Status != model.StatusSucceeded {

@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -617,6 +619,153 @@ func TestUpgrade(t *testing.T) {
 		}
 		if why := q(`SELECT demoted_why FROM erp.sync_follow WHERE stream = 'invoices'`); !strings.Contains(why, "1 records at or below the highest id follow runs had read") {
 			t.Errorf("the list's demotion after the resumed sweep: %q; want it demoted for the record the follows missed", why)
+		}
+	})
+
+	t.Run("SetsRightTheRatePeriodsNoSyncWrote", func(t *testing.T) {
+		// A warehouse of the release before (schema 17), whose daemon's role
+		// wrote the rate periods: each currency's chain as its syncs wrote it,
+		// and what that role could add, as a stolen password would:
+		//   EUR (2)  rate 42 for 2025, slipped in before the open period
+		//            (closed, planted and closed, opened again): before EUR
+		//            was first synced;
+		//   USD (1)  a period of rate 7 inside its first one, beginning at no
+		//            instant the currency was written at;
+		//   GBP (3)  its open period closed, and one opened in 2999;
+		//   JPY (4)  its open period closed in 2999;
+		//   CHF (5)  its open period closed, and the next sync of that release
+		//            opening the same rate again: a gap, and a repeat.
+		// The owner's upgrade reports each in erp.upgrade_findings and sets
+		// the chains right (USD's and EUR's chains lose nothing); a sync after
+		// it keeps them, as Postgres now writes them.
+		t.Parallel()
+		ctx := context.Background()
+		admin := testdb.EmptyOwned(t)
+		owner, err := db.Open(ctx, testdb.OwnerURL(admin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(owner.Close)
+		migrateUpTo(t, owner, lastRelease)
+		pool, err := db.Open(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		runtime := testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime"))
+		q := func(sql string, args ...any) string {
+			t.Helper()
+			var s *string
+			if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			return str(s)
+		}
+		asRuntime := func(stmts ...string) {
+			t.Helper()
+			if err := pgx.BeginFunc(ctx, runtime, func(tx pgx.Tx) error {
+				for _, s := range stmts {
+					if _, err := tx.Exec(ctx, s); err != nil {
+						return fmt.Errorf("%s: %w", s, err)
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A sync of the release before: the currencies' rows, then their
+		// periods as its db.RecordCurrencyRates wrote them, in one
+		// transaction.
+		syncAsBefore := func(rates ...string) {
+			t.Helper()
+			var stmts, ids []string
+			for i := 0; i < len(rates); i += 2 {
+				ids = append(ids, "'"+rates[i]+"'")
+				stmts = append(stmts, fmt.Sprintf(`INSERT INTO erp.currencies (source, id, company_id, branch_id, code, exchange_rate, payload, payload_hash, listed_by)
+				VALUES ('main', '%[1]s', '1', '1', 'C%[1]s', %[2]s, '{"id": %[1]s, "exchange_rate": "%[2]s"}', '\x01', 'sync-riyadh')
+				ON CONFLICT (source, id) DO UPDATE SET exchange_rate = EXCLUDED.exchange_rate, payload = EXCLUDED.payload`, rates[i], rates[i+1]))
+			}
+			written := "c.id IN (" + strings.Join(ids, ", ") + ")"
+			asRuntime(append(stmts, `UPDATE erp.currency_rates r SET valid_to = now() FROM erp.currencies c
+				WHERE c.source = 'main' AND `+written+` AND r.source = c.source AND r.currency_id = c.id AND r.valid_to IS NULL AND r.rate <> c.exchange_rate`,
+				`INSERT INTO erp.currency_rates (source, currency_id, code, rate, valid_from)
+				SELECT c.source, c.id, c.code, c.exchange_rate, now() FROM erp.currencies c
+				WHERE c.source = 'main' AND `+written+` AND c.exchange_rate IS NOT NULL
+				  AND NOT EXISTS (SELECT 1 FROM erp.currency_rates r WHERE r.source = c.source AND r.currency_id = c.id AND r.valid_to IS NULL)`)...)
+		}
+		syncAsBefore("1", "1.000000", "2", "0.921500", "3", "0.789300", "4", "151.230000", "5", "0.880100")
+		syncAsBefore("2", "0.930000")
+		asRuntime(`UPDATE erp.currency_rates SET valid_to = now() WHERE currency_id = '2' AND valid_to IS NULL`,
+			`INSERT INTO erp.currency_rates (source, currency_id, code, rate, valid_from) VALUES ('main', '2', 'C2', 42, '2025-01-01')`,
+			`UPDATE erp.currency_rates SET valid_to = '2026-01-01' WHERE currency_id = '2' AND valid_from = '2025-01-01'`,
+			`UPDATE erp.currency_rates SET valid_to = NULL WHERE currency_id = '2' AND valid_to = now()`)
+		asRuntime(`UPDATE erp.currency_rates SET valid_to = now() WHERE currency_id = '1' AND valid_to IS NULL`,
+			`INSERT INTO erp.currency_rates (source, currency_id, code, rate, valid_from)
+			 SELECT 'main', '1', 'C1', 7, valid_from + interval '1 microsecond' FROM erp.currency_rates WHERE currency_id = '1'`,
+			`UPDATE erp.currency_rates SET valid_to = now() WHERE currency_id = '1' AND rate = 7`,
+			`UPDATE erp.currency_rates SET valid_to = NULL WHERE currency_id = '1' AND rate = 1`)
+		asRuntime(`UPDATE erp.currency_rates SET valid_to = now() WHERE currency_id = '3' AND valid_to IS NULL`,
+			`INSERT INTO erp.currency_rates (source, currency_id, code, rate, valid_from) VALUES ('main', '3', 'C3', 0.5, '2999-01-01')`)
+		asRuntime(`UPDATE erp.currency_rates SET valid_to = '2999-01-01' WHERE currency_id = '4' AND valid_to IS NULL`)
+		asRuntime(`UPDATE erp.currency_rates SET valid_to = now() WHERE currency_id = '5' AND valid_to IS NULL`)
+		syncAsBefore("5", "0.880100")
+		periods := `SELECT string_agg(currency_id || ' ' || rate::text || CASE WHEN valid_to IS NULL THEN ' open' ELSE ' closed' END, ', '
+		ORDER BY currency_id, valid_from) FROM erp.currency_rates`
+		if got, want := q(periods), "1 1.000000 open, 1 7 closed, 2 42 closed, 2 0.921500 closed, 2 0.930000 open, 3 0.789300 closed, 3 0.5 open, "+
+			"4 151.230000 closed, 5 0.880100 closed, 5 0.880100 open"; got != want {
+			t.Fatalf("the periods as the release before left them:\n got %s\nwant %s", got, want)
+		}
+
+		if _, err := db.Migrate(ctx, owner, nil); err != nil {
+			t.Fatalf("upgrading: %v", err)
+		}
+		if got, want := q(periods), "1 1.000000 open, 2 0.921500 closed, 2 0.930000 open, 3 0.789300 open, 4 151.230000 open, 5 0.880100 open"; got != want {
+			t.Errorf("the periods after the upgrade:\n got %s\nwant %s", got, want)
+		}
+		// Each chain as a sync writes it: from the currency's first sync,
+		// each period ending where the next begins, none in the future.
+		if n := q(`SELECT count(*)::text FROM erp.currency_rates r JOIN erp.currencies c ON c.source = r.source AND c.id = r.currency_id
+		WHERE r.valid_from > now() OR r.valid_to > now()
+		   OR (r.valid_from <> c.first_seen_at AND NOT EXISTS (SELECT 1 FROM erp.currency_rates p
+		       WHERE p.source = r.source AND p.currency_id = r.currency_id AND p.valid_to = r.valid_from))`); n != "0" {
+			t.Errorf("%s periods off their chain after the upgrade", n)
+		}
+		if got := q(`SELECT coalesce(string_agg(rate::text, ','), 'none') FROM erp.currency_rates
+		WHERE currency_id = '2' AND valid_from <= '2025-07-01' AND (valid_to IS NULL OR valid_to > '2025-07-01')`); got != "none" {
+			t.Errorf("EUR's rate in mid-2025 after the upgrade: %s, want none", got)
+		}
+		findings := `SELECT string_agg(split_part(key, '/', 2) || ': ' || what, E'\n' ORDER BY split_part(key, '/', 2), what)
+		FROM erp.upgrade_findings WHERE migration = 19 AND table_name = 'currency_rates'`
+		got := q(findings)
+		for _, want := range []*regexp.Regexp{
+			regexp.MustCompile(`(?m)^1: deleted the period \[.*\) of rate 7: it overlaps the period from .*, which began when the currency was written, and it did not$`),
+			regexp.MustCompile(`(?m)^2: deleted the period \[2025-01-01 00:00:00\+00, 2026-01-01 00:00:00\+00\) of rate 42: it begins before its currency was first synced`),
+			regexp.MustCompile(`(?m)^3: deleted the period \[2999-01-01 00:00:00\+00, open\) of rate 0.5: it begins in the future$`),
+			regexp.MustCompile(`(?m)^3: the last period of the currency, of rate 0.789300, ended at .*: a sync closes a period only when it opens the next; it is open now$`),
+			regexp.MustCompile(`(?m)^4: the last period of the currency, of rate 151.230000, ended at 2999-01-01 00:00:00\+00: .*it is open now$`),
+			regexp.MustCompile(`(?m)^5: the period of rate 0.880100 ended at .*, before the next one began: it ends where the next one begins, at .*$`),
+			regexp.MustCompile(`(?m)^5: deleted the period \[.*, open\) of rate 0.880100: it repeats the rate of the period before it, from .*, which ends where it ended$`),
+		} {
+			if !want.MatchString(got) {
+				t.Errorf("no finding matches %s; the findings:\n%s", want, got)
+			}
+		}
+		if n := strings.Count(got, "\n") + 1; n != 7 {
+			t.Errorf("%d findings, want 7:\n%s", n, got)
+		}
+
+		// The daemon's role of this release syncs the ERP's currencies (EUR
+		// moved); the periods follow, written by Postgres.
+		sim := erpsim.New(erpsim.Options{Users: branchUsers})
+		sim.SetCurrencyRate("EUR", "0.950000")
+		runner := &sync.Runner{Pool: runtime}
+		tgt := twoLogins(t, sim)
+		tgt.Logins = tgt.Logins[:1]
+		syncLogins(t, runner, tgt, "currencies")
+		if got, want := q(periods), "1 1.000000 open, 2 0.921500 closed, 2 0.930000 closed, 2 0.950000 open, 3 0.789300 open, "+
+			"4 151.230000 open, 5 0.880100 open"; got != want {
+			t.Errorf("the periods after a sync of this release:\n got %s\nwant %s", got, want)
 		}
 	})
 }

@@ -219,9 +219,6 @@ func (u *pagesUnit) write(ctx context.Context, tx db.Tx) (written, error) {
 	// (the reading's statements, rejected records, drift) covers exactly
 	// those.
 	bk.pages, bk.othersListed = u.rows.pages, up.OthersListed
-	if err == nil && u.list.AfterWrite != nil && up.Inserted+up.Updated > 0 {
-		err = u.list.AfterWrite(ctx, tx, u.run.scope, u.rows.ids())
-	}
 	if err != nil {
 		return written{}, err
 	}

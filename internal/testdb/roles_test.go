@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestRolesScript documents deploy/roles.sql, the script that creates an
@@ -72,4 +74,113 @@ SELECT concat_ws(' | ',
 			t.Errorf("deploy/roles.sql writes a password: %q", m)
 		}
 	})
+	// The advisory-lock functions, every one the catalog of the warehouse's
+	// database holds (session and transaction, shared or not, one key or
+	// two), may be called by the owner (goose's migration lock) and the
+	// daemon's roles, and by no other: neither PUBLIC nor a reader. A
+	// branch-scoped accountant who tries to freeze the invoices of source
+	// sim, as anyone could before, is refused. A database that an earlier
+	// release's script left as Postgres makes it is set so by running the
+	// script again.
+	t.Run("LeavesStreamLocksToTheOwnerAndTheDaemon", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		url := New(t)
+		owner := PoolAs(t, url, Owner)
+		scoped := Role(t)
+		if _, err := owner.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, 'sim', '1', '1', ahead => true)`, scoped); err != nil {
+			t.Fatal(err)
+		}
+		analyst := Role(t, "erpsync_analyst")
+		for _, c := range []struct{ who, q string }{
+			{scoped, `SELECT pg_advisory_lock(1163022419, 952744812)`},
+			{scoped, `SELECT pg_try_advisory_xact_lock(1163022419, 952744812)`},
+			{analyst, `SELECT pg_try_advisory_lock(1163022419, 952744812)`},
+			{analyst, `SELECT pg_advisory_lock_shared(5887935127)`},
+		} {
+			if _, err := PoolAs(t, url, c.who).Exec(ctx, c.q); err == nil || !strings.Contains(err.Error(), "permission denied") {
+				t.Errorf("%s as %s: %v, want permission denied", c.q, c.who, err)
+			}
+		}
+		may := map[string]bool{Owner: true, "erpsync_runtime": true, "erpsync_app": true, "erpsync_analyst": false,
+			"erpsync_sensitive": false, "erpsync_scoped": false, scoped: false, Role(t): false}
+		checkExecute(ctx, t, url, `p.proname ~ '^pg_(try_)?advisory_'`, 21, may)
+
+		// An installation's database from before: the script run again.
+		name := "erpsync_t_locks_" + randomHex(4)
+		admin := Admin(t)
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" OWNER "+Owner); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dropDatabase(name) })
+		checkExecute(ctx, t, URLOf(name), `p.proname ~ '^pg_(try_)?advisory_'`, 21, map[string]bool{analyst: true})
+		if _, err := RunRolesScript(ctx, t, name); err != nil {
+			t.Fatal(err)
+		}
+		checkExecute(ctx, t, URLOf(name), `p.proname ~ '^pg_(try_)?advisory_'`, 21, may)
+	})
+
+	// No login but a superuser may make, open, read or write a large object
+	// in the warehouse's database: an analyst cannot pack every branch's
+	// invoices into one to hand to a scoped login, nor anyone fill the disk
+	// with them. erpsync uses none, so the daemon and the owner may not
+	// either.
+	t.Run("LeavesLargeObjectsToSuperusersAlone", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		url := New(t)
+		analyst, scoped := Role(t, "erpsync_analyst"), Role(t, "erpsync_scoped")
+		for _, c := range []struct{ who, q string }{
+			{analyst, `SELECT lo_from_bytea(0, convert_to((SELECT string_agg(id || ' ' || total_bc, ',') FROM erp.invoices), 'UTF8'))`},
+			{analyst, `SELECT lo_create(0)`},
+			{scoped, `SELECT lo_creat(-1)`},
+			{scoped, `SELECT lo_get(16385)`},
+			{Role(t, "erpsync_runtime"), `SELECT lo_from_bytea(0, '\x00')`},
+		} {
+			if _, err := PoolAs(t, url, c.who).Exec(ctx, c.q); err == nil || !strings.Contains(err.Error(), "permission denied") {
+				t.Errorf("%s as %s: %v, want permission denied", c.q, c.who, err)
+			}
+		}
+		may := map[string]bool{}
+		for _, r := range []string{Owner, "erpsync_runtime", "erpsync_app", "erpsync_analyst", "erpsync_sensitive", "erpsync_scoped", scoped, Role(t)} {
+			may[r] = false
+		}
+		checkExecute(ctx, t, url, `p.proname ~ '^lo_' OR p.proname IN ('loread', 'lowrite')`, 20, may)
+	})
+}
+
+// checkExecute enumerates the functions of pg_catalog that which selects
+// in the database of url (Postgres 15 has n of them) and checks that each
+// role of may can execute every one of them exactly when may says so (a
+// login of no group stands for PUBLIC).
+func checkExecute(ctx context.Context, t *testing.T, url, which string, n int, may map[string]bool) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var count int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace AND (`+which+`)`).Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	if count < n {
+		t.Errorf("%d functions where %s, want at least %d: the enumeration finds too few", count, which, n)
+	}
+	for role, want := range may {
+		var wrong []string
+		rows, err := conn.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p
+		WHERE p.pronamespace = 'pg_catalog'::regnamespace AND (`+which+`) AND has_function_privilege($1, p.oid, 'EXECUTE') <> $2
+		ORDER BY 1`, role, want)
+		if err == nil {
+			wrong, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wrong) > 0 {
+			t.Errorf("%s may execute = %v is false of %d of the %d, such as %s", role, want, len(wrong), count, strings.Join(wrong[:min(3, len(wrong))], ", "))
+		}
+	}
 }

@@ -105,7 +105,16 @@ func ownedDatabase(t testing.TB, prefix string, migrated bool) string {
 		t.Fatalf("creating %s: %v", name, err)
 	}
 	t.Cleanup(func() { dropDatabase(name) })
-	if err := copyPrivileges(ctx, admin, tmpl, name); err != nil {
+	var err error
+	// A clone has the template's privileges on functions (they are in its
+	// catalog) but not on the database; an empty database takes both from
+	// the roles script, as an installation's does.
+	if migrated {
+		err = copyPrivileges(ctx, admin, tmpl, name)
+	} else {
+		_, err = RunRolesScript(ctx, t, name)
+	}
+	if err != nil {
 		t.Fatalf("privileges of %s: %v", name, err)
 	}
 	return withDB(AdminURL(), name)

@@ -1,12 +1,9 @@
 package streams
 
 import (
-	"context"
 	"net/url"
 
-	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
@@ -49,7 +46,8 @@ func Invoices() *sync.List {
 }
 
 // Currencies is every active currency, with the history of its rate kept
-// in erp.currency_rates.
+// in erp.currency_rates by Postgres (a trigger of the schema's owner on
+// erp.currencies opens and closes the periods, whoever writes a rate).
 func Currencies() *sync.List {
 	return &sync.List{
 		Info: sync.Info{
@@ -79,10 +77,6 @@ func Currencies() *sync.List {
 		},
 		Path:  "/accounts/api/currencies/",
 		Query: url.Values{"scope": {"all"}},
-		AfterWrite: func(ctx context.Context, tx db.Tx, scope model.Scope, ids []string) error {
-			_, err := db.RecordCurrencyRates(ctx, tx, scope.Source, ids)
-			return err
-		},
 	}
 }
 
