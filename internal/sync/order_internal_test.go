@@ -163,29 +163,34 @@ func TestOrder(t *testing.T) {
 		})
 	})
 
-	t.Run("OfAListIsWhatItsLastTwoSweepsAgreeOn", func(t *testing.T) {
-		// A list's order is what its last two complete sweeps (newest first)
-		// showed, when both showed the same strict order; a list found to make
-		// follow runs miss records is unordered until reset.
+	t.Run("OfAListIsWhatItsLastSweepsShow", func(t *testing.T) {
+		// A list's order is the strict order its last complete sweep (newest
+		// first) showed, unless the sweep before it showed another; the
+		// first load alone sets it. A list found to make follow runs miss
+		// records is unordered until reset.
+		unknown := model.OrderUnknown
 		cases := []struct {
 			orders  []model.Order
 			demoted bool
 			want    model.Order
 		}{
-			{nil, false, ""},
-			{[]model.Order{ascending}, false, ""},
-			{[]model.Order{descending}, false, ""},
+			{nil, false, unknown},
+			{[]model.Order{unknown}, false, unknown},
+			{[]model.Order{ascending}, false, ascending},
+			{[]model.Order{descending}, false, descending},
+			{[]model.Order{unordered}, false, unordered},
 			{[]model.Order{ascending, ascending}, false, ascending},
 			{[]model.Order{descending, descending}, false, descending},
+			{[]model.Order{ascending, unknown}, false, ascending},
+			{[]model.Order{unknown, ascending}, false, unknown},
 			{[]model.Order{ascending, ascending, descending}, false, ascending},
 			{[]model.Order{descending, descending, unordered}, false, descending},
 			{[]model.Order{ascending, descending}, false, unordered},
 			{[]model.Order{descending, ascending}, false, unordered},
 			{[]model.Order{unordered, unordered}, false, unordered},
-			{[]model.Order{"", ""}, false, unordered},
 			{[]model.Order{ascending, unordered}, false, unordered},
 			{[]model.Order{unordered, ascending, ascending}, false, unordered},
-			{[]model.Order{descending, ""}, false, unordered},
+			{[]model.Order{ascending}, true, unordered},
 			{[]model.Order{ascending, ascending}, true, unordered},
 			{[]model.Order{descending, descending}, true, unordered},
 			{nil, true, unordered},
