@@ -70,6 +70,12 @@ type followState struct {
 // is made again before the run reads the whole list.
 const followRepeats = 3
 
+// followAnchors is how many of the login's anchors, newest first, a follow
+// tries: the records of the last page or two read may be gone; past that,
+// reading on from far back costs as much as the complete sweep it would
+// replace, which also decides deletions.
+const followAnchors = 3
+
 // follow follows the list in order, repeating a follow whose second look
 // differs; it returns why the run must read the whole list instead (""
 // when it need not).
@@ -114,7 +120,7 @@ func (l *List) followOnce(ctx context.Context, p *follow) (string, error) {
 		return "no anchor is kept to follow from", nil
 	}
 	why := ""
-	for _, a := range slices.Clone(p.state.anchors) {
+	for _, a := range slices.Clone(p.state.anchors[:min(len(p.state.anchors), followAnchors)]) {
 		p.at, p.first, p.trail = a, true, orderTrail{}
 		v, err := l.walk(ctx, p.run, p)
 		var refused *erp.CursorRefusedError
