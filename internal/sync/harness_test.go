@@ -86,7 +86,7 @@ func (h *harness) follow(stream string) sync.Result {
 }
 
 // runFunc is a kind of run: Runner.Run or Runner.Follow.
-type runFunc func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, model.RunStats)) []sync.Result
+type runFunc func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, sync.Progress)) []sync.Result
 
 func (h *harness) runKind(stream string, run runFunc) sync.Result {
 	h.t.Helper()
