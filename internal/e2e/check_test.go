@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"net/http/httptest"
-	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -26,23 +23,8 @@ func TestCheck(t *testing.T) {
 		sim := erpsim.New(erpsim.Options{Invoices: 10, Latency: 5 * time.Second})
 		srv := httptest.NewServer(sim)
 		t.Cleanup(srv.Close)
-		dbURL := testdb.New(t)
-		p := startErpsync(t, ctx, bin, baseEnv(dbURL, srv.URL), 1, "check")
-		pollUntil(t, ctx, 30*time.Second, 10*time.Millisecond, "check to ask the ERP for a token", []*process{p}, func() (bool, error) {
-			for _, r := range sim.Requests() {
-				if r.Path == "/api/auth/token/" {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		p.stop(t, syscall.SIGINT, 20*time.Second)
-		var exit *exec.ExitError
-		if !errors.As(p.err, &exit) || exit.ExitCode() != 130 {
-			t.Errorf("erpsync check after SIGINT: %v, want exit status 130\n%s", p.err, p.output())
-		}
-		if !strings.Contains(p.stderr.String(), "erpsync check: interrupted by SIGINT") {
-			t.Errorf("stderr does not say it was interrupted\n%s", p.output())
-		}
+		p := startErpsync(t, ctx, bin, baseEnv(testdb.New(t), srv.URL), 1, "check")
+		waitRequest(t, ctx, sim, p, "/api/auth/token/")
+		stopInterrupted(t, p, "check", syscall.SIGINT, 130)
 	})
 }

@@ -2,7 +2,9 @@ package sync_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +120,20 @@ func (h *harness) mustRun(stream string) sync.Result {
 		h.t.Fatalf("%s: status %s: %v", stream, res.Status, res.Err)
 	}
 	return res
+}
+
+// refuseInvoicePage makes the simulator answer the n-th invoice page
+// asked for from now on with 403: a sweep without prefetch then fails
+// after n-1 pages. SetHook(nil) ends it.
+func (h *harness) refuseInvoicePage(n int32) {
+	var calls atomic.Int32
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == n {
+			w.WriteHeader(http.StatusForbidden)
+			return true
+		}
+		return false
+	})
 }
 
 // text runs a query returning one value, as text.

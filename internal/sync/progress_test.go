@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,14 +74,7 @@ func TestProgress(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{Invoices: 500})
 		h.mustRun("invoices")
-		var calls atomic.Int32
-		h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
-			if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == 4 {
-				w.WriteHeader(http.StatusForbidden)
-				return true
-			}
-			return false
-		})
+		h.refuseInvoicePage(4)
 		h.runner.Prefetch = 0
 		if res := h.run("invoices"); res.Status != model.StatusFailed {
 			t.Fatalf("the sweep that fails after 3 pages: %s", res.Status)
