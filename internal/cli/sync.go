@@ -50,12 +50,21 @@ func cmdSync(e *command) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sync to `file` (performance work)")
 	confirm := fs.Bool("confirm-deletions", false, "mark deleted what the deletion guard holds: you confirm the rows are gone at the ERP")
 	follow := fs.Bool("follow", false, "one follow run: read only what is new in the paged lists named (without names: every enabled one), not a complete sweep")
+	window := fs.Bool("window", false, "one window run: re-read the newest pages of the paged lists named (without names: every enabled one), not a complete sweep")
 	strict := fs.Bool("strict", false, "count a run that warned (drift, rejected records, held deletions, a list that may be cut) as failed: exit 1, for CI")
 	if err := e.parse(fs); err != nil {
 		return err
 	}
-	if *follow && *confirm {
+	kind := model.KindSweep
+	switch {
+	case *follow && *window:
+		return usageErrorf("--follow and --window: one kind of run at a time")
+	case *follow && *confirm:
 		return usageErrorf("--follow and --confirm-deletions: a follow run never marks a row deleted; confirm deletions with a complete sweep")
+	case *follow:
+		kind = model.KindFollow
+	case *window:
+		kind = model.KindWindow
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -89,12 +98,15 @@ func cmdSync(e *command) error {
 	if !e.term.tty { // a terminal shows a live line instead
 		runner.ProgressEvery = sync.ProgressEvery
 	}
-	return e.syncOnce(ctx, stopper.Draining(), runner, syncMode{follow: *follow, strict: *strict}, cfg, e.positional())
+	return e.syncOnce(ctx, stopper.Draining(), runner, syncMode{kind: kind, strict: *strict}, cfg, e.positional())
 }
 
-// syncMode is how syncOnce runs the streams: follow runs instead of
-// complete sweeps; strict: a run that warned counts as failed.
-type syncMode struct{ follow, strict bool }
+// syncMode is how syncOnce runs the streams: the kind of run; strict: a
+// run that warned counts as failed.
+type syncMode struct {
+	kind   model.RunKind
+	strict bool
+}
 
 // startForeground starts what a command that runs streams in the
 // foreground needs: its traces, and a stopper on SIGINT and SIGTERM (see
@@ -121,25 +133,23 @@ func openRunner(ctx context.Context, cfg config.Config, log *slog.Logger) (*sync
 
 // syncOnce runs the named (or enabled) streams of every source one after
 // the other, each through every login of its source; a failing stream
-// does not stop the others. Each run is a complete sweep, or, with
-// follow, a follow run of each paged list among them (a stream named that
-// cannot be followed is refused). With strict, a run that warned fails
-// too. A stream whose lock another session holds is skipped, naming the
-// holder; the error then wraps sync.ErrBusy, unless a run failed.
+// does not stop the others. Each run is of the mode's kind: a complete
+// sweep, or a follow or window run of each paged list among them (a
+// stream named that has none is refused). With strict, a run that warned
+// fails too. A stream whose lock another session holds is skipped, naming
+// the holder; the error then wraps sync.ErrBusy, unless a run failed.
 func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, mode syncMode, cfg config.Config, names []string) error {
-	term, log, follow := e.term, runner.Log, mode.follow
-	run := runner.Run
-	if follow {
-		run = runner.Follow
-	}
+	term, log, kind := e.term, runner.Log, mode.kind
+	run := map[model.RunKind]func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, sync.Progress)) []sync.Result{
+		model.KindSweep: runner.Run, model.KindFollow: runner.Follow, model.KindWindow: runner.Window}[kind]
 	failed, warned, skipped, busy := 0, 0, 0, 0
 	for _, src := range cfg.Sources {
 		streams, err := e.streamsFor(src, names)
 		if err != nil {
 			return err
 		}
-		if follow {
-			if streams, err = followable(streams, len(names) > 0); err != nil {
+		if kind != model.KindSweep {
+			if streams, err = followable(streams, len(names) > 0, kind); err != nil {
 				return err
 			}
 		}
@@ -191,10 +201,10 @@ func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sy
 	return nil
 }
 
-// followable keeps the streams that can be followed: of those named, a
-// stream that cannot is a usage error; of the enabled ones, it is left
-// out.
-func followable(streams []sync.Stream, named bool) ([]sync.Stream, error) {
+// followable keeps the streams that can be followed (paged lists, which
+// have a window too): of those named, a stream that cannot is a usage
+// error for a run of kind; of the enabled ones, it is left out.
+func followable(streams []sync.Stream, named bool, kind model.RunKind) ([]sync.Stream, error) {
 	var out, cannot []sync.Stream
 	for _, s := range streams {
 		if s.Declared().Follows {
@@ -204,8 +214,8 @@ func followable(streams []sync.Stream, named bool) ([]sync.Stream, error) {
 		}
 	}
 	if named && len(cannot) > 0 {
-		return nil, usageErrorf("--follow: %s cannot be followed (read whole on every run); only lists paged by cursor or start/length can",
-			cannot[0].Declared().Name)
+		return nil, usageErrorf("--%s: %s is read whole on every run; only lists paged by cursor or start/length have %s runs",
+			kind, cannot[0].Declared().Name, kind)
 	}
 	return out, nil
 }

@@ -103,8 +103,8 @@ func TestSync(t *testing.T) {
 		}
 	})
 
-	// With --follow it runs a follow run of a list that can be followed, and
-	// refuses, naming it, a stream that cannot.
+	// With --follow (--window) it runs a follow (window) run of a list that
+	// can be followed, and refuses, naming it, a stream that cannot.
 	t.Run("FollowsOnlyAStreamThatCanBeFollowed", func(t *testing.T) {
 		t.Parallel()
 		_, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 75, PageSizeCap: 50})
@@ -112,11 +112,16 @@ func TestSync(t *testing.T) {
 		if r := runMain(t, env, "sync", "invoices"); r.code != exitOK {
 			t.Fatalf("sync: %s", r)
 		}
-		if r := runMain(t, env, "sync", "--follow", "cashboxes"); r.code != exitUsage || !strings.Contains(r.stderr, "cashboxes cannot be followed") {
-			t.Errorf("sync --follow cashboxes: want exit 2 naming cashboxes: %s", r)
+		for _, kind := range []string{"follow", "window"} {
+			if r := runMain(t, env, "sync", "--"+kind, "cashboxes"); r.code != exitUsage || !strings.Contains(r.stderr, "cashboxes is read whole on every run") {
+				t.Errorf("sync --%s cashboxes: want exit 2 naming cashboxes: %s", kind, r)
+			}
+			if r := runMain(t, env, "sync", "--"+kind, "invoices"); r.code != exitOK || !strings.Contains(r.stderr, "kind="+kind) {
+				t.Errorf("sync --%s invoices: want exit 0 and a %s run in the log: %s", kind, kind, r)
+			}
 		}
-		if r := runMain(t, env, "sync", "--follow", "invoices"); r.code != exitOK || !strings.Contains(r.stderr, "kind=follow") {
-			t.Errorf("sync --follow invoices: want exit 0 and a follow run in the log: %s", r)
+		if r := runMain(t, env, "sync", "--follow", "--window", "invoices"); r.code != exitUsage {
+			t.Errorf("sync --follow --window: want exit 2: %s", r)
 		}
 	})
 

@@ -43,7 +43,10 @@ func cmdVerify(e *command) error {
 	defer pool.Close()
 	var reports []sync.VerifyReport
 	for _, src := range cfg.Sources {
-		streams, _ := e.streamsFor(src, e.positional())
+		streams, err := e.streamsFor(src, e.positional())
+		if err != nil {
+			return err
+		}
 		t, err := targetOf(src, log, nil)
 		if err != nil {
 			return err

@@ -259,11 +259,20 @@ AND (login = $3 OR $4 = 'company') AND list_scope IS DISTINCT FROM $4`, k.Source
 }
 
 // queueSetHeld queues the record of the deletion the guard holds for a
-// stream and login, or, with a zero Held, that none is held.
-func queueSetHeld(b *pgx.Batch, k model.Key, h Held) {
+// stream and login's reads of a kind, or, with a zero Held, that none is
+// held: a sweep's in its checkpoint, a window run's in its window.
+func queueSetHeld(b *pgx.Batch, k model.Key, kind model.RunKind, h Held) {
 	var since *time.Time
 	if !h.Since.IsZero() {
 		since = &h.Since
+	}
+	if kind == model.KindWindow {
+		b.Queue(`
+INSERT INTO erp.sync_window AS w (source, stream, login, held_deletions, held_digest, held_sweeps, held_since, updated_at)
+VALUES ($1, $2, $7, $3, $4, $5, $6, now())
+ON CONFLICT (source, stream, login) DO UPDATE SET held_deletions = $3, held_digest = $4, held_sweeps = $5,
+    held_since = $6, updated_at = now()`, k.Source, k.Stream, h.Rows, h.Digest, h.Sweeps, since, k.Login)
+		return
 	}
 	b.Queue(`
 INSERT INTO erp.sync_checkpoints AS c (source, stream, login, held_deletions, held_digest, held_sweeps, held_since, updated_at)
@@ -273,9 +282,13 @@ ON CONFLICT (source, stream, login) DO UPDATE SET held_deletions = $3, held_dige
 }
 
 // queueLoadHeld queues the read of the deletion the guard holds for a
-// stream and login into h (zero when none).
-func queueLoadHeld(b *pgx.Batch, k model.Key, h *Held) {
-	b.Queue(`SELECT held_deletions, held_digest, held_sweeps, held_since FROM erp.sync_checkpoints
+// stream and login's reads of a kind into h (zero when none).
+func queueLoadHeld(b *pgx.Batch, k model.Key, kind model.RunKind, h *Held) {
+	table := "erp.sync_checkpoints"
+	if kind == model.KindWindow {
+		table = "erp.sync_window"
+	}
+	b.Queue(`SELECT held_deletions, held_digest, held_sweeps, held_since FROM `+table+`
 WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).Query(func(rows pgx.Rows) error {
 		var since *time.Time
 		_, err := pgx.ForEachRow(rows, []any{&h.Rows, &h.Digest, &h.Sweeps, &since}, func() error {
@@ -300,6 +313,10 @@ func ResetStream(ctx context.Context, tx Tx, k model.Key) error {
 	b.Queue(`DELETE FROM erp.sweep_pages WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
 	b.Queue(`DELETE FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
 	b.Queue(`DELETE FROM erp.sync_follow WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.sweep_seen WHERE sweep_id = (SELECT read_id FROM erp.sync_window WHERE source = $1 AND stream = $2 AND login = $3)`,
+		k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.sync_window WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
+	b.Queue(`DELETE FROM erp.change_positions WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
 	b.Queue(`
 INSERT INTO erp.sync_checkpoints AS c (source, stream, login, reset_at, updated_at) VALUES ($1, $2, $3, now(), now())
 ON CONFLICT (source, stream, login) DO UPDATE SET sweep_id = NULL, sweep_started_at = NULL, cursor = NULL, pages = 0, rows = 0,

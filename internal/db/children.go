@@ -85,7 +85,7 @@ FROM %[4]s t WHERE t.source = $1 AND t.deleted_at IS NULL AND %[5]s`, p, ch, c.g
 		}
 		return nil
 	})
-	queueLoadHeld(b, sc.Key, &ev.Held)
+	queueLoadHeld(b, sc.Key, model.KindSweep, &ev.Held)
 	if err := sendBatch(ctx, tx, b, c.Name+": what its deletions are decided on"); err != nil {
 		return ev, err
 	}
@@ -98,7 +98,7 @@ FROM %[4]s t WHERE t.source = $1 AND t.deleted_at IS NULL AND %[5]s`, p, ch, c.g
 func (c *ChildTable) ApplyDeletions(ctx context.Context, tx Tx, sc model.Scope, d Deletions) (int64, error) {
 	b := &pgx.Batch{}
 	if d.SetHeld {
-		queueSetHeld(b, sc.Key, d.Held)
+		queueSetHeld(b, sc.Key, model.KindSweep, d.Held)
 	}
 	var marked int64
 	if len(d.Mark) > 0 {

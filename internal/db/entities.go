@@ -121,9 +121,12 @@ WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
 	// hashes both sides whatever the planner knows: sweep_seen rarely has
 	// statistics, and a NOT EXISTS planned as a nested loop over it is
 	// quadratic.
+	// A window run ($7, the lowest id it read) judges only the rows from
+	// there on, in the order of ids (erp.id_key).
 	gone := fmt.Sprintf(`
     SELECT id FROM %s t
     WHERE source = $1 AND deleted_at IS NULL AND synced_at < $6 AND %s
+      AND ($7 = '' OR erp.id_key(id) >= erp.id_key($7))
     EXCEPT
     SELECT id FROM erp.sweep_seen WHERE sweep_id = $4`, name, decidedBy("t", "$2", "$3", "$5"))
 	t.goneSQL = gone

@@ -19,12 +19,13 @@ const lockClass = 0x45525053
 
 // lockKey is the second key of a stream's lock of a kind of run: complete
 // sweeps (and resets) take the stream's own, as every release did; follow
-// runs take one of their own, so that a long sweep does not hold them up.
+// and window runs take one of their own each, so that a long sweep holds
+// up neither.
 func lockKey(source, stream string, kind model.RunKind) int32 {
 	h := fnv.New32a()
 	h.Write([]byte(source + "\x00" + stream))
-	if kind == model.KindFollow {
-		h.Write([]byte("\x00follow"))
+	if kind == model.KindFollow || kind == model.KindWindow {
+		h.Write([]byte("\x00" + string(kind)))
 	}
 	return int32(h.Sum32())
 }
@@ -127,8 +128,8 @@ LIMIT 1`, int64(lockClass), int64(uint32(lockKey(source, stream, kind)))).Scan(&
 // runsOf is the kinds of run a kind's lock covers: a sweep's lock is held
 // by sweeps and resets.
 func runsOf(kind model.RunKind) []string {
-	if kind == model.KindFollow {
-		return []string{string(model.KindFollow)}
+	if kind == model.KindFollow || kind == model.KindWindow {
+		return []string{string(kind)}
 	}
 	return []string{string(model.KindSweep), string(model.KindReset)}
 }

@@ -40,7 +40,7 @@ func QueueSweepProgress(b *pgx.Batch, next Checkpoint, p SweepProgress) {
 		b.Queue(seenSQL, next.SweepID, p.Seen)
 	}
 	for _, bd := range p.Bounds {
-		queueSweepBounds(b, next.SweepID, bd)
+		QueueSweepBounds(b, next.SweepID, bd)
 	}
 	queueAdvanceCheckpoint(b, next, p.Pages, p.Rows)
 	queueRecordPageDigests(b, next.Key, next.SweepID, p.Digests)
@@ -130,9 +130,9 @@ func forgetPageDigests(ctx context.Context, q Querier, k model.Key, keep int64) 
 	return nil
 }
 
-// queueSweepBounds queues the record of a sweep page's first and last
-// id.
-func queueSweepBounds(b *pgx.Batch, sweepID int64, bd Bound) {
+// QueueSweepBounds queues the record of the first and last id of a page
+// of a read (its seen-list's sweepID).
+func QueueSweepBounds(b *pgx.Batch, sweepID int64, bd Bound) {
 	b.Queue(`INSERT INTO erp.sweep_bounds (sweep_id, page, first_id, last_id) VALUES ($1, $2, $3, $4)
 ON CONFLICT (sweep_id, page) DO UPDATE SET first_id = EXCLUDED.first_id, last_id = EXCLUDED.last_id`, sweepID, bd.Page, bd.First, bd.Last)
 }
@@ -164,28 +164,41 @@ type DeletionEvidence struct {
 	Held Held
 }
 
-// DeletionEvidence reads what the deletions of sweep sweepID of sc's
-// login, begun at began, are decided on (bounds: its pages' bounds too).
-func (t *Table) DeletionEvidence(ctx context.Context, tx Tx, sc model.Scope, sweepID int64, began time.Time, bounds bool) (DeletionEvidence, error) {
+// Read is a complete read of a login's list whose deletions are decided
+// at its end: a sweep, or a window run, which judges only the rows from
+// the lowest id it read (From) to the list's newest end.
+type Read struct {
+	Kind  model.RunKind // model.KindSweep or model.KindWindow
+	ID    int64         // its seen-list (erp.sweep_seen.sweep_id)
+	Began time.Time     // rows written since are no deletion of its
+	From  string        // "": the whole list
+	// Bounds: the bounds of its pages are asked for (its ids came in a
+	// strict order).
+	Bounds bool
+}
+
+// DeletionEvidence reads, in one round trip, what the deletions of read,
+// by sc's login, are decided on.
+func (t *Table) DeletionEvidence(ctx context.Context, tx Tx, sc model.Scope, read Read) (DeletionEvidence, error) {
 	var ev DeletionEvidence
 	b := &pgx.Batch{}
-	b.Queue(`SELECT count(*), count(DISTINCT id) FROM erp.sweep_seen WHERE sweep_id = $1`, sweepID).QueryRow(func(r pgx.Row) error {
+	b.Queue(`SELECT count(*), count(DISTINCT id) FROM erp.sweep_seen WHERE sweep_id = $1`, read.ID).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&ev.Seen, &ev.Distinct)
 	})
-	b.Queue(t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, sweepID, sc.Login, began).Query(func(rows pgx.Rows) error {
+	b.Queue(t.goneSQL, sc.Source, sc.CompanyID, sc.BranchID, read.ID, sc.Login, read.Began, read.From).Query(func(rows pgx.Rows) error {
 		var err error
 		ev.Gone, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})
-	if bounds {
-		b.Queue(`SELECT page, first_id, last_id FROM erp.sweep_bounds WHERE sweep_id = $1 ORDER BY page`, sweepID).Query(func(rows pgx.Rows) error {
+	if read.Bounds {
+		b.Queue(`SELECT page, first_id, last_id FROM erp.sweep_bounds WHERE sweep_id = $1 ORDER BY page`, read.ID).Query(func(rows pgx.Rows) error {
 			var err error
 			ev.Bounds, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Bound])
 			return err
 		})
 	}
-	b.Queue(`SELECT id FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3`,
-		sc.Source, sc.Stream, sc.Login).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT id FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3 AND kind = $4`,
+		sc.Source, sc.Stream, sc.Login, read.Kind).Query(func(rows pgx.Rows) error {
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		ev.Candidates = make(map[string]bool, len(ids))
 		for _, id := range ids {
@@ -193,7 +206,7 @@ func (t *Table) DeletionEvidence(ctx context.Context, tx Tx, sc model.Scope, swe
 		}
 		return err
 	})
-	queueLoadHeld(b, sc.Key, &ev.Held)
+	queueLoadHeld(b, sc.Key, read.Kind, &ev.Held)
 	if err := sendBatch(ctx, tx, b, t.Name+": what its deletions are decided on"); err != nil {
 		return ev, err
 	}
@@ -208,18 +221,21 @@ type Deletions struct {
 	Mark, Hold       []string
 	SetHold, SetHeld bool
 	Held             Held
+	// Where are the pages the marked rows lay on, for sizing windows.
+	Where ChangedPages
 }
 
-// ApplyDeletions records what sweep sweepID of sc's login decided, in one
-// round trip, and returns how many rows it marked deleted.
-func (t *Table) ApplyDeletions(ctx context.Context, tx Tx, sc model.Scope, sweepID int64, d Deletions) (int64, error) {
+// ApplyDeletions records what read of sc's login decided, in one round
+// trip, and returns how many rows it marked deleted.
+func (t *Table) ApplyDeletions(ctx context.Context, tx Tx, sc model.Scope, read Read, d Deletions) (int64, error) {
 	b := &pgx.Batch{}
 	if d.SetHold {
-		queueDeletionCandidates(b, sc.Key, sweepID, d.Hold)
+		queueDeletionCandidates(b, sc.Key, read, d.Hold)
 	}
 	if d.SetHeld {
-		queueSetHeld(b, sc.Key, d.Held)
+		queueSetHeld(b, sc.Key, read.Kind, d.Held)
 	}
+	QueueChangePositions(b, sc.Key, d.Where)
 	var marked int64
 	if len(d.Mark) > 0 {
 		b.Queue(t.deleteSQL, sc.Source, d.Mark).Exec(func(tag pgconn.CommandTag) error {
@@ -234,16 +250,19 @@ func (t *Table) ApplyDeletions(ctx context.Context, tx Tx, sc model.Scope, sweep
 }
 
 // queueDeletionCandidates queues the replacement of the rows a login's
-// read holds for the next to confirm (a row held already keeps the sweep
-// that first held it).
-func queueDeletionCandidates(b *pgx.Batch, k model.Key, sweepID int64, ids []string) {
+// reads of read's kind hold for the next to confirm (a row held already
+// keeps the read that first held it). A window run holds rows only inside
+// its range: those it held before below its range are left to the next
+// window run that covers them, or to a sweep.
+func queueDeletionCandidates(b *pgx.Batch, k model.Key, read Read, ids []string) {
 	if ids == nil {
 		ids = []string{} // NULL would keep every row
 	}
-	b.Queue(`DELETE FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3 AND id <> ALL($4)`,
-		k.Source, k.Stream, k.Login, ids)
+	b.Queue(`DELETE FROM erp.deletion_candidates WHERE source = $1 AND stream = $2 AND login = $3 AND kind = $5 AND id <> ALL($4)
+  AND ($6 = '' OR erp.id_key(id) >= erp.id_key($6))`,
+		k.Source, k.Stream, k.Login, ids, read.Kind, read.From)
 	b.Queue(`
-INSERT INTO erp.deletion_candidates (source, stream, login, id, sweep_id)
-SELECT $1, $2, $3, id, $4 FROM unnest($5::text[]) AS u(id)
-ON CONFLICT (source, stream, login, id) DO NOTHING`, k.Source, k.Stream, k.Login, sweepID, ids)
+INSERT INTO erp.deletion_candidates (source, stream, login, kind, id, sweep_id)
+SELECT $1, $2, $3, $6, id, $4 FROM unnest($5::text[]) AS u(id)
+ON CONFLICT (source, stream, login, kind, id) DO NOTHING`, k.Source, k.Stream, k.Login, read.ID, ids, read.Kind)
 }

@@ -20,12 +20,14 @@ const (
 
 // RunKind is what a run does, as stored in erp.sync_runs.kind: a complete
 // sweep reads a whole stream and decides its deletions; a follow run reads
-// what is new in a paged list; a reset starts a stream over.
+// what is new in a paged list; a window run re-reads its newest pages and
+// decides the deletions among them; a reset starts a stream over.
 type RunKind string
 
 const (
 	KindSweep  RunKind = "sweep"
 	KindFollow RunKind = "follow"
+	KindWindow RunKind = "window"
 	KindReset  RunKind = "reset"
 )
 

@@ -71,7 +71,7 @@ type SweepStatus struct {
 	// ListScope is what the login's sweeps showed of the lists: "branch",
 	// "company" (every login of the company reads every record), or "".
 	ListScope string `json:"list_scope,omitempty"`
-	// ListOrder is the order the login's last two complete sweeps agree
+	// ListOrder is the order the login's last complete sweeps agree
 	// the list's ids come in ("ascending", "descending", "unordered"; ""
 	// when they do not say): a paged list is followed in a strict order.
 	ListOrder Order `json:"list_order,omitempty"`

@@ -44,6 +44,24 @@ var Targets = []Target{
 		What:  "the walk over a list's pages and the committer: each page committed with its checkpoint, grouped COPY",
 	},
 	{
+		File:  "internal/sync/window.go",
+		Tests: "^(TestWindowRun)$",
+		Goal:  90,
+		What:  "the window run: where it starts, what it proves, the range inside which it decides deletions",
+	},
+	{
+		File:  "internal/sync/ledger.go",
+		Tests: "^(TestFollowRun|TestCompleteSweep|TestWindowRun|TestUpgrade)$/^(MissesNothingWhateverTheListsShape|OfANewestFirstList|OfAnOldestFirstList|ProvesWhatItRead|SweepsAListInNoStrictOrder|MissesRecordsAddedBelowItWhichTheNextSweepCounts|GoesOnBesideAKilledSweep|MarksWhatIsGoneOnlyOnceCompleteAndClearsWhatComesBack|CarriesASweepInterruptedByTheReleaseBeforeIntoTheLedger|ResumesAnInterruptedSweep)$",
+		Goal:  90,
+		What:  "the ledger: what a login learnt of a list (its order, anchors, the highest id read, records follow runs missed)",
+	},
+	{
+		File:  "internal/sync/reads.go",
+		Tests: "^(TestFollowRun|TestCompleteSweep|TestWindowRun|TestUpgrade)$/^(MissesNothingWhateverTheListsShape|ProvesWhatItRead|LeavesTheListToASweepUnderWay|SweepsWhenItCannotProveContinuityAndRecordsWhy|SweepsAListInNoStrictOrder|StartsOverWhenTheERPRefusesItsCursor|ResumesFromItsCheckpointAfterAFailure|RunsBesideASweepUnderWayWithoutTouchingIt|WaitsUntilTheListsOrderIsKnown|ResumesAnInterruptedSweep)$",
+		Goal:  90,
+		What:  "which readings a run of each kind walks: a follow not proved sweeps, a window waits for the list's order",
+	},
+	{
 		File:  "internal/sync/order.go",
 		Tests: "^(TestOrder)$",
 		Goal:  90,

@@ -41,6 +41,8 @@ var SideTables = map[string]Access{
 	"sync_checkpoints":       ByLogin,
 	"sync_runs":              ByLogin,
 	"sync_follow":            ByLogin,
+	"sync_window":            ByLogin,
+	"change_positions":       Withheld,
 	"sweep_bounds":           Withheld,
 	"deletion_candidates":    Withheld,
 	"sync_logins":            ByCompany,

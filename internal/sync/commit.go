@@ -92,9 +92,6 @@ func (r *Run) commit(ctx context.Context, u unit) (err error) {
 	if w.adopt != nil {
 		w.adopt(ctx, e)
 	}
-	if !e.freshAt.IsZero() {
-		r.result.freshAt = e.freshAt
-	}
 	r.rejects, r.drift = nil, nil
 	w.stats.Rejected += int64(len(rejected))
 	r.result.stats.Add(w.stats)

@@ -23,27 +23,27 @@ import (
 // deletion guard holds a deletion too large to take on one read's word.
 
 // idRange is the ids a read covered: a whole list, or the part of it from
-// the first id a read of its newest pages read on to its newest end,
-// which the range leaves open (a deleted newest record is judged).
+// the lowest id a read of its newest pages read to its newest end, which
+// the range leaves open (a deleted newest record is judged).
 type idRange struct {
 	whole bool
-	from  string      // the first id read (not whole)
-	order model.Order // the list's order (not whole): which side of from is newer
+	from  string      // the lowest id read (not whole)
+	order model.Order // the list's order (not whole)
 }
 
 // wholeList is the range of a read of the whole list.
 var wholeList = idRange{whole: true}
 
-// holds reports whether id lies in the range. A part of a list that is
-// not in a strict order holds nothing: only its order says where it ends.
+// holds reports whether id lies in the range: at or above its lowest id
+// (new records have the highest ids, whichever end of a list they are
+// listed at). A part of a list that is not in a strict order holds
+// nothing: only its order says where it ends.
 func (r idRange) holds(id string) bool {
 	switch {
 	case r.whole:
 		return true
-	case r.order == model.OrderAscending:
+	case r.order.Strict():
 		return compareIDs(id, r.from) >= 0
-	case r.order == model.OrderDescending:
-		return compareIDs(id, r.from) <= 0
 	}
 	return false
 }

@@ -108,10 +108,10 @@ func TestDecideDeletions(t *testing.T) {
 			with(sweep("5", "39", "40", "45", "60"), func(e *deletionEvidence) { e.within = idRange{from: "40", order: model.OrderAscending} }),
 			[]string{"40", "45", "60"}, nil, true, ""},
 		{"MarksNothingOutsideTheRangeOfADescendingList",
-			with(sweep("5", "40", "41", "45"), func(e *deletionEvidence) {
+			with(sweep("5", "39", "40", "45"), func(e *deletionEvidence) {
 				e.order, e.pages = model.OrderDescending, 1
 				e.within = idRange{from: "40", order: model.OrderDescending}
-			}), []string{"5", "40"}, nil, true, ""},
+			}), []string{"40", "45"}, nil, true, ""},
 		{"MarksNothingInARangeOfNoStrictOrder",
 			with(sweep("45"), func(e *deletionEvidence) { e.within = idRange{from: "40", order: model.OrderUnordered} }), nil, nil, true, ""},
 		{"ChildrenWithoutPagesAreMarkedAsTheGuardSays",

@@ -59,9 +59,11 @@ type follow struct {
 }
 
 // followState is what a follow's walk committed: the login's anchors
-// (newest first) and the pages it walked, in order.
+// (newest first), the pages it walked, in order, and the number of the
+// last.
 type followState struct {
 	anchors, walked []db.Anchor
+	last            int64
 }
 
 // followRepeats bounds how many times a follow whose second look differed
@@ -86,6 +88,9 @@ func (l *List) follow(ctx context.Context, r *Run, lg *ledger, cp db.Checkpoint,
 			return why, err
 		}
 		differ, err := l.secondLook(ctx, r, p.state.walked)
+		if err == nil && differ == "" {
+			err = placeChanges(ctx, r.conn, r.scope.Key, model.KindFollow, r.runID, order, p.state.last)
+		}
 		if err != nil || differ == "" {
 			return "", err
 		}
@@ -194,7 +199,9 @@ func (p *follow) stage(statements *pgx.Batch, bk *book) staged {
 			next.anchors = pushAnchor(next.anchors, anchorOf(page))
 		}
 	}
+	next.last = bk.pages[len(bk.pages)-1].number
 	p.ledger.followedPages(statements, next.anchors, p.trail.max)
+	db.QueueChangePositions(statements, p.run.scope.Key, changedPage(model.KindFollow, p.run.runID, p.order, bk))
 	return staged{adopt: func(context.Context, ended) { p.state = next }}
 }
 

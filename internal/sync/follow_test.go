@@ -161,6 +161,28 @@ func TestFollowRun(t *testing.T) {
 					h.sweepExact()
 				})
 
+				t.Run("FollowsFromTheFirstLoadOn", func(t *testing.T) {
+					// The first load is the first of the sweeps that learn the
+					// list's order: the follow run after it reads what is new,
+					// not the whole list again.
+					t.Parallel()
+					h := newHarness(t, erpsim.Options{Invoices: 230, PageSizeCap: 50, ListOrder: sh.order, CursorKind: sh.cursor})
+					h.mustRun("invoices")
+					if got := h.text(`SELECT list_order FROM erp.stream_freshness WHERE stream = 'invoices'`); got != wantOrder(sh) {
+						t.Fatalf("after the first load the list's order is %s, want %s", got, wantOrder(sh))
+					}
+					added := h.sim.AddInvoices(3)
+					h.sim.ResetRequests()
+					if res := h.followMarksNothing(); res.Swept != "" || res.Stats.Inserted != 3 {
+						t.Errorf("the follow after the first load: %+v, want the 3 new invoices followed", res)
+					}
+					if n := h.sim.RequestCount(invoicesRoute); n > 3 {
+						t.Errorf("the follow after the first load asked %d pages, want at most 3", n)
+					}
+					h.wantListed("the new invoices", added)
+					h.sweepExact()
+				})
+
 				t.Run("ReadsMoreNewInvoicesThanAPage", func(t *testing.T) {
 					t.Parallel()
 					h := followHarness(t, sh)

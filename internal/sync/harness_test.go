@@ -41,6 +41,8 @@ type harness struct {
 	settings map[string]map[string]string
 	// driftStop are the streams whose drift policy is stop.
 	driftStop map[string]bool
+	// windowPages are the streams whose window has a size set.
+	windowPages map[string]int
 }
 
 func newHarness(t *testing.T, opts erpsim.Options) *harness {
@@ -87,6 +89,12 @@ func (h *harness) follow(stream string) sync.Result {
 	return h.runKind(stream, h.runner.Follow)
 }
 
+// window makes one window run of a stream.
+func (h *harness) window(stream string) sync.Result {
+	h.t.Helper()
+	return h.runKind(stream, h.runner.Window)
+}
+
 // runFunc is a kind of run: Runner.Run or Runner.Follow.
 type runFunc func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, sync.Progress)) []sync.Result
 
@@ -110,7 +118,7 @@ func (h *harness) runCtx(ctx context.Context, stream string, run runFunc) sync.R
 // target is the simulator as one source with one login.
 func (h *harness) target() sync.Target {
 	return sync.Target{Source: h.source, Logins: []sync.Login{{Name: "erpsync", Client: h.client}}, PageSize: h.pages,
-		Prefixes: h.prefixes, Settings: h.settings, DriftStop: h.driftStop}
+		Prefixes: h.prefixes, Settings: h.settings, DriftStop: h.driftStop, WindowPages: h.windowPages}
 }
 
 func (h *harness) mustRun(stream string) sync.Result {

@@ -24,9 +24,11 @@ type ledger struct {
 	kept db.Follow
 }
 
-// keptAnchors is how many anchors a login keeps: enough that the deletion
-// of the records of the last page or two read leaves one to ask from.
-const keptAnchors = 3
+// keptAnchors is how many anchors a login keeps, newest first: a ring as
+// long as the largest window, where a window run of a list in ascending
+// order starts, and a few more, so that the deletion of the records of
+// the page an anchor names leaves an older one to ask from.
+const keptAnchors = maxWindowPages + 3
 
 func loadLedger(ctx context.Context, q db.Querier, k model.Key) (*ledger, error) {
 	f, err := db.LoadFollow(ctx, q, k)
@@ -64,8 +66,13 @@ func sweptOrders(orders []model.Order) string {
 	return strings.Join(words, ", ")
 }
 
-// pushAnchor puts a as the newest of the anchors kept.
+// pushAnchor puts a, as the ledger keeps it (its page's first and last
+// id only, so that the ring stays small), as the newest of the anchors
+// kept.
 func pushAnchor(anchors []db.Anchor, a db.Anchor) []db.Anchor {
+	if n := len(a.IDs); n > 2 {
+		a.IDs = []string{a.IDs[0], a.IDs[n-1]}
+	}
 	out := append([]db.Anchor{a}, anchors...)
 	return out[:min(len(out), keptAnchors)]
 }

@@ -107,16 +107,23 @@ func (o *orderTrail) extend(ids []string) model.Order {
 }
 
 // listOrder is what the orders of a list's last complete sweeps (newest
-// first) say of it: ascending or descending when the last two are that
-// strict order, unordered when they are not (or follow runs were found to
-// miss records: demoted), unknown before two sweeps.
+// first) say of it: ascending or descending when the last one is that
+// strict order and the one before it, if any, did not show another
+// (one that read fewer than two ids shows none); unordered when it did,
+// when the last one is in no strict order, or when follow runs were found
+// to miss records (demoted); unknown before a sweep. So the first load is
+// the first of the sweeps that learn a list's order: follow runs begin
+// after it, checking the order on every page they read, and the next
+// sweep confirms it or says otherwise.
 func listOrder(orders []model.Order, demoted bool) model.Order {
 	switch {
 	case demoted:
 		return model.OrderUnordered
-	case len(orders) < 2:
+	case len(orders) == 0 || orders[0] == model.OrderUnknown:
 		return model.OrderUnknown
-	case orders[0] == orders[1] && orders[0].Strict():
+	case !orders[0].Strict():
+		return model.OrderUnordered
+	case len(orders) == 1 || orders[1] == orders[0] || orders[1] == model.OrderUnknown:
 		return orders[0]
 	}
 	return model.OrderUnordered

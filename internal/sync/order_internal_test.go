@@ -1,11 +1,14 @@
 package sync
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/erpsync/erpsync/internal/model"
+	"github.com/erpsync/erpsync/internal/testdb"
 )
 
 // TestOrder documents the order of ids: how two ids compare, the order a
@@ -163,29 +166,34 @@ func TestOrder(t *testing.T) {
 		})
 	})
 
-	t.Run("OfAListIsWhatItsLastTwoSweepsAgreeOn", func(t *testing.T) {
-		// A list's order is what its last two complete sweeps (newest first)
-		// showed, when both showed the same strict order; a list found to make
-		// follow runs miss records is unordered until reset.
+	t.Run("OfAListIsWhatItsLastSweepsShow", func(t *testing.T) {
+		// A list's order is the strict order its last complete sweep (newest
+		// first) showed, unless the sweep before it showed another; the
+		// first load alone sets it. A list found to make follow runs miss
+		// records is unordered until reset.
+		unknown := model.OrderUnknown
 		cases := []struct {
 			orders  []model.Order
 			demoted bool
 			want    model.Order
 		}{
-			{nil, false, ""},
-			{[]model.Order{ascending}, false, ""},
-			{[]model.Order{descending}, false, ""},
+			{nil, false, unknown},
+			{[]model.Order{unknown}, false, unknown},
+			{[]model.Order{ascending}, false, ascending},
+			{[]model.Order{descending}, false, descending},
+			{[]model.Order{unordered}, false, unordered},
 			{[]model.Order{ascending, ascending}, false, ascending},
 			{[]model.Order{descending, descending}, false, descending},
+			{[]model.Order{ascending, unknown}, false, ascending},
+			{[]model.Order{unknown, ascending}, false, unknown},
 			{[]model.Order{ascending, ascending, descending}, false, ascending},
 			{[]model.Order{descending, descending, unordered}, false, descending},
 			{[]model.Order{ascending, descending}, false, unordered},
 			{[]model.Order{descending, ascending}, false, unordered},
 			{[]model.Order{unordered, unordered}, false, unordered},
-			{[]model.Order{"", ""}, false, unordered},
 			{[]model.Order{ascending, unordered}, false, unordered},
 			{[]model.Order{unordered, ascending, ascending}, false, unordered},
-			{[]model.Order{descending, ""}, false, unordered},
+			{[]model.Order{ascending}, true, unordered},
 			{[]model.Order{ascending, ascending}, true, unordered},
 			{[]model.Order{descending, descending}, true, unordered},
 			{nil, true, unordered},
@@ -215,3 +223,56 @@ const (
 	descending = model.OrderDescending
 	unordered  = model.OrderUnordered
 )
+
+// TestIDKeyInSQL documents erp.id_key, the order of ids in SQL, by which a
+// window run's range and held rows are found: the same key as idKey for
+// every id, so the two orders are one.
+func TestIDKeyInSQL(t *testing.T) {
+	t.Run("KeysEveryIDAsGoDoes", func(t *testing.T) {
+		pool, _ := testdb.Pool(t)
+		ids := []string{"0", "1", "9", "10", "99", "100", "007", "01", "0x1", "1a", "a", "A", "-1", "+1", "1.5", " 1", "1 ", "１",
+			"12345678901234567890", strings.Repeat("9", 10001), strings.Repeat("1", 9999), "é", "Z", "", "2026-01", "INV-001"}
+		for _, id := range ids {
+			var got string
+			if err := pool.QueryRow(context.Background(), `SELECT erp.id_key($1)`, id).Scan(&got); err != nil {
+				t.Fatalf("erp.id_key(%q): %v", id, err)
+			}
+			if want := idKey(id); got != want {
+				t.Errorf("erp.id_key(%.20q) = %.30q, idKey says %.30q", id, got, want)
+			}
+		}
+		// And they order ids alike, compared as the warehouse compares them.
+		var sorted []string
+		if err := pool.QueryRow(context.Background(), `SELECT array_agg(id ORDER BY erp.id_key(id) COLLATE "C") FROM unnest($1::text[]) AS u(id)`,
+			ids).Scan(&sorted); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.IsSortedFunc(sorted, compareIDs) {
+			t.Errorf("ordered by erp.id_key, ids are not in the order of compareIDs: %.200v", sorted)
+		}
+	})
+}
+
+// TestWindowSize documents windowSize: how many pages a window reads.
+func TestWindowSize(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  int
+		seen map[int64]int64
+		want int
+	}{
+		{"ASizeSetWins", 7, map[int64]int64{0: 100}, 7},
+		{"UntaughtUntilEnoughChangesWereSeen", 0, map[int64]int64{0: learnFromChanges - 1}, untaughtPages},
+		{"NothingSeenIsUntaught", 0, nil, untaughtPages},
+		{"ChangesOnTheNewestPageGiveTheSmallestWindow", 0, map[int64]int64{0: 100}, minWindowPages},
+		{"TheFewestPagesHoldingNinetyFivePercent", 0, map[int64]int64{0: 50, 3: 45, 40: 5}, 4},
+		{"OneMorePageWhenNinetyFivePercentNeedsIt", 0, map[int64]int64{0: 50, 3: 44, 40: 6}, 41},
+		{"NoMoreThanTheLargestWindow", 0, map[int64]int64{500: 100}, maxWindowPages},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got, why := windowSize(c.set, c.seen); got != c.want || why == "" {
+				t.Errorf("windowSize(%d, %v) = %d (%q), want %d", c.set, c.seen, got, why, c.want)
+			}
+		})
+	}
+}

@@ -139,7 +139,7 @@ func followStrategy(order model.Order) string {
 	case model.OrderUnordered:
 		return "not in a strict order of ids: every run is a complete sweep"
 	}
-	return "too few records to tell the order: complete sweeps until two agree"
+	return "too few records to tell the order: complete sweeps until one shows it"
 }
 
 // Failed records what an error says of the route: its status, and a 403

@@ -3,6 +3,8 @@ package sync
 import (
 	"context"
 	"errors"
+	"slices"
+	"time"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
@@ -16,8 +18,11 @@ import (
 
 // read runs the list as the run's kind asks.
 func (l *List) read(ctx context.Context, r *Run) error {
-	if r.kind == model.KindFollow {
+	switch r.kind {
+	case model.KindFollow:
 		return l.followRun(ctx, r)
+	case model.KindWindow:
+		return l.windowRun(ctx, r)
 	}
 	return l.sweepRun(ctx, r)
 }
@@ -121,6 +126,73 @@ func (l *List) followRun(ctx context.Context, r *Run) error {
 // firstLoad: the login has no complete sweep of the list yet, so a run
 // reads it whole, whatever its kind.
 func firstLoad(cp db.Checkpoint) bool { return cp.LastCompleted.IsZero() }
+
+// windowRun re-reads the newest pages of the list through the run's
+// login (see window.go): from its first page for a list in descending
+// order; for one in ascending order from the anchor as many pages before
+// its newest end as the window is large, or an older one when that start
+// is not proved, or from the first page when the ledger keeps too few. A
+// list whose order is not known yet has no window: the run reads nothing
+// and says why it waits.
+func (l *List) windowRun(ctx context.Context, r *Run) error {
+	lg, err := loadLedger(ctx, r.conn, r.scope.Key)
+	if err != nil {
+		return err
+	}
+	cp, err := db.LoadCheckpoint(ctx, r.conn, r.scope.Key)
+	if err != nil {
+		return err
+	}
+	order, why := lg.followOrder(cp)
+	if why != "" {
+		r.result.waited = why
+		r.Note("window run waits: %s", why)
+		r.log.Info("window run waits", "why", why)
+		return nil
+	}
+	seen, err := db.ChangesByPosition(ctx, r.conn, r.scope.Key, time.Now().Add(-learnWindow))
+	if err != nil {
+		return err
+	}
+	size, sizeWhy := windowSize(r.target.WindowPages[r.scope.Stream], seen)
+	was, err := db.LoadWindow(ctx, r.conn, r.scope.Key)
+	if err != nil {
+		return err
+	}
+	read, err := db.StartWindow(ctx, r.conn, r.scope.Key, was)
+	if err != nil {
+		return err
+	}
+	r.result.sweepID = read.ID
+	starts := []db.Anchor{{}}
+	if order == model.OrderAscending && len(lg.kept.Anchors) >= size {
+		// The anchors a page older each, then the first page.
+		starts = append(slices.Clone(lg.kept.Anchors[size-1:]), db.Anchor{})
+	}
+	for _, at := range starts {
+		w := &window{run: r, list: l, order: order, size: size, why: sizeWhy, at: at, high: lg.kept.MaxKey, read: read, first: true}
+		v, err := l.walk(ctx, r, w)
+		var refused *erp.CursorRefusedError
+		switch {
+		case errors.As(err, &refused):
+			why = "the ERP refused the anchor's cursor (" + refused.Err.Error() + ")"
+		case err != nil:
+			return err
+		case v.why == "":
+			return nil
+		case !v.elsewhere || w.state.pages > 0:
+			// A list out of order is not judged: the next complete sweep
+			// says what its order is.
+			r.Warn("window run read %d pages and judged none: %s", w.state.pages, v.why)
+			return nil
+		default:
+			why = v.why
+		}
+		r.log.Debug("window: start not proved; trying an older anchor", "why", why)
+	}
+	r.Warn("window run found no start it could prove (%s); the next complete sweep reads the list", why)
+	return nil
+}
 
 // withSweepLock runs sweep holding the stream's sweep lock as well (a
 // follow run that must sweep); busy when another session holds it, and

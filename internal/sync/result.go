@@ -20,9 +20,11 @@ type runResult struct {
 	sweepID int64
 	// freshAt is when the stream's data were complete, if the run
 	// completed them; followedAt when a follow run had read everything
-	// new; swept why a follow run read the whole list instead.
-	freshAt, followedAt time.Time
-	swept               string
+	// new; windowedAt when a window run had read the newest pages; swept
+	// why a follow run read the whole list instead, waited why a window
+	// run read nothing.
+	freshAt, followedAt, windowedAt time.Time
+	swept, waited                   string
 	// held counts the rows the deletion guard held.
 	held int64
 	// drift is the drift its commits stored, added up (see heard.go).

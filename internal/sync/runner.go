@@ -85,6 +85,9 @@ type Target struct {
 	// page (or step) with a value a typed column cannot read fails the
 	// run before it is written (the configuration's drift: stop).
 	DriftStop map[string]bool
+	// WindowPages are the streams whose window has a size set
+	// (window_pages), in pages; the others' windows are learned.
+	WindowPages map[string]int
 }
 
 // Login is one login of a source: what it is known by (its username or
@@ -111,6 +114,10 @@ type Result struct {
 	// Swept says why a follow run swept the whole list instead ("": it
 	// did not).
 	Swept string
+	// WindowedAt is when a window run had read the list's newest pages;
+	// Waited says why a window run read nothing ("": it did not wait).
+	WindowedAt time.Time
+	Waited     string
 	// HeldDeletions is how many rows the deletion guard held.
 	HeldDeletions int64
 	// Warnings are what the run warned of (see heard.go): what its stream
@@ -147,8 +154,18 @@ func (rn *Runner) Follow(ctx context.Context, stop <-chan struct{}, t Target, s 
 	return rn.run(ctx, stop, t, s, model.KindFollow, progress)
 }
 
+// Window runs one window run of a paged list (see window.go), as Run does
+// a sweep, under a lock of its own: a sweep under way does not hold it up,
+// and it never touches the sweep.
+func (rn *Runner) Window(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, p Progress)) []Result {
+	if !s.Declared().Follows {
+		return []Result{{Kind: model.KindWindow, Status: model.StatusFailed, Err: fmt.Errorf("%w: %s", ErrCannotFollow, s.Declared().Name)}}
+	}
+	return rn.run(ctx, stop, t, s, model.KindWindow, progress)
+}
+
 // ErrCannotFollow: only lists paged by cursor or by start/length are
-// followed; the others are read whole on every run.
+// followed (and have a window); the others are read whole on every run.
 var ErrCannotFollow = errors.New("only a list paged by cursor or by start/length can be followed; this stream is read whole on every run")
 
 func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, kind model.RunKind, progress func(login string, p Progress)) []Result {
@@ -220,7 +237,8 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 		err = keepWarnings(ctx, conn, key, kind == model.KindSweep || out.swept != "", out)
 	}
 	res := Result{RunID: runID, SweepID: out.sweepID, Stats: out.stats, FreshAt: out.freshAt, FollowedAt: out.followedAt, Swept: out.swept,
-		HeldDeletions: out.held, Warnings: out.warnings(key.Stream), FirstLoad: out.firstLoad, Err: err, Status: statusOf(err)}
+		WindowedAt: out.windowedAt, Waited: out.waited, HeldDeletions: out.held, Warnings: out.warnings(key.Stream), FirstLoad: out.firstLoad,
+		Err: err, Status: statusOf(err)}
 
 	// The run's context may be cancelled already; the outcome must still
 	// be written. If the lock's connection is gone, the pool's is used.
@@ -259,6 +277,9 @@ func (rn *Runner) report(source, stream string, log *slog.Logger, res Result) {
 	}
 	if res.Swept != "" && !res.FirstLoad {
 		attrs = append(attrs, "swept_because", res.Swept)
+	}
+	if res.Waited != "" {
+		attrs = append(attrs, "waited_because", res.Waited)
 	}
 	if len(res.Warnings) > 0 {
 		attrs = append(attrs, "warnings", strings.Join(res.Warnings, "; "))
@@ -333,7 +354,7 @@ func (rn *Runner) Reset(ctx context.Context, t Target, s Stream) []Result {
 	}
 	conn := pc.Conn()
 	defer pc.Release()
-	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow} {
+	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow, model.KindWindow} {
 		release, err := db.LockStream(ctx, conn, t.Source, name, kind)
 		if err != nil {
 			return []Result{{Kind: model.KindReset, Status: model.StatusFailed, Err: err}}

@@ -209,9 +209,9 @@ func parseInt(v string, min, max int) (int, error) {
 }
 
 // History is whether a stream's table has a history table. Postgres
-// writes its versions, on every change whoever makes it; the configuration
-// (history, ERPSYNC_HISTORY) no longer turns them off, and only the
-// schema's owner can (ALTER TABLE ... DISABLE TRIGGER guard_rows).
+// writes its versions, on every change whoever makes it; only the
+// schema's owner can stop that for a table (ALTER TABLE ... DISABLE
+// TRIGGER guard_rows).
 type History int
 
 const (

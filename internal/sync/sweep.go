@@ -86,6 +86,7 @@ func (s *sweep) stage(statements *pgx.Batch, bk *book) staged {
 	if s.ledger != nil {
 		next.notes = s.ledger.after(next.notes, bk)
 	}
+	db.QueueChangePositions(statements, s.run.scope.Key, changedPage(model.KindSweep, next.cp.SweepID, next.trail.order, bk))
 	last := bk.pages[len(bk.pages)-1]
 	cp := &next.cp
 	cp.Cursor, cp.Order, cp.LastID, cp.MaxKey = last.cursor, next.trail.order, next.trail.last, next.trail.max
@@ -102,12 +103,14 @@ func (s *sweep) stage(statements *pgx.Batch, bk *book) staged {
 	return st
 }
 
-// adopt takes the state the sweep committed.
+// adopt takes the state the sweep committed; a sweep completed makes the
+// stream's data as fresh as its end.
 func (s *sweep) adopt(ctx context.Context, next sweepState, e ended) {
 	s.state = next
-	if e.freshAt.IsZero() {
+	if e.at.IsZero() {
 		return
 	}
+	s.run.result.freshAt = e.at
 	if next.cp.BulkLoad {
 		s.run.analyze(ctx, s.list.Table.db, next.cp.Rows)
 	}
@@ -121,20 +124,25 @@ func (s *sweep) adopt(ctx context.Context, next sweepState, e ended) {
 // list, and completes it, returning when.
 func (s *sweep) end(ctx context.Context, tx db.Tx, bk *book, next sweepState) (ended, error) {
 	r, table, cp := s.run, s.list.Table.db, next.cp
+	read := db.Read{Kind: model.KindSweep, ID: cp.SweepID, Began: cp.SweepStarted, Bounds: cp.Order.Strict()}
 	var ev db.DeletionEvidence
 	if !cp.BulkLoad {
 		// A bulk load began on a table without rows of the source: every
 		// row there now is one it wrote, and it keeps no seen-list.
 		var err error
-		if ev, err = table.DeletionEvidence(ctx, tx, r.scope, cp.SweepID, cp.SweepStarted, cp.Order.Strict()); err != nil {
+		if ev, err = table.DeletionEvidence(ctx, tx, r.scope, read); err != nil {
 			return ended{}, err
 		}
 	}
 	last := bk.pages[len(bk.pages)-1]
 	deleted, err := r.settleDeletions(ctx, sweepEvidence(cp, last, ev), func(ctx context.Context, d db.Deletions) (int64, error) {
-		return table.ApplyDeletions(ctx, tx, r.scope, cp.SweepID, d)
+		d.Where = goneAt(model.KindSweep, cp.SweepID, cp.Order, ev.Bounds, d.Mark)
+		return table.ApplyDeletions(ctx, tx, r.scope, read, d)
 	})
 	if err != nil {
+		return ended{}, err
+	}
+	if err := placeChanges(ctx, tx, r.scope.Key, model.KindSweep, cp.SweepID, cp.Order, cp.Pages); err != nil {
 		return ended{}, err
 	}
 	if s.ledger != nil {
@@ -157,8 +165,8 @@ func (s *sweep) end(ctx context.Context, tx db.Tx, bk *book, next sweepState) (e
 		twice = bk.fellBack
 	}
 	keepDigests := !twice && cp.Order != model.OrderDescending
-	freshAt, err := db.CompleteSweep(ctx, tx, cp, next.lists.scope(), keepDigests)
-	return ended{freshAt: freshAt, deleted: deleted}, err
+	at, err := db.CompleteSweep(ctx, tx, cp, next.lists.scope(), keepDigests)
+	return ended{at: at, deleted: deleted}, err
 }
 
 // sweepEvidence is what the deletions of the complete sweep at cp, whose

@@ -543,11 +543,12 @@ func TestUpgrade(t *testing.T) {
 	t.Run("CarriesASweepInterruptedByTheReleaseBeforeIntoTheLedger", func(t *testing.T) {
 		// A warehouse written by the release before this one (schema 17) in
 		// the middle of a sweep of a list that is followed: the sweep's
-		// checkpoint holds how far the follow runs had read when it began.
-		// After the upgrade the login's ledger holds it, and the resumed
-		// sweep, which inserts a record below it that the follow runs
-		// missed, demotes the list to complete sweeps as that release's
-		// sweep would have.
+		// checkpoint holds how far the follow runs had read when it began,
+		// and its last sweep held a row for it to confirm. After the upgrade
+		// the login's ledger holds the first, the sweeps the second, and the
+		// resumed sweep marks the held row (gone at the ERP) and, inserting
+		// a record below where the follows stood that they missed, demotes
+		// the list to complete sweeps as that release's sweep would have.
 		t.Parallel()
 		ctx := context.Background()
 		sim := erpsim.New(erpsim.Options{Invoices: 250})
@@ -574,7 +575,9 @@ func TestUpgrade(t *testing.T) {
 		const login = "erpsync"
 		cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, erpsim.User{Username: login, Password: "erpsync-demo-password"}, 50, login, 2)
 		invoices := sim.Invoices()
-		missed, highest := fmt.Sprint(invoices[150].ID), fmt.Sprint(invoices[len(invoices)-1].ID)
+		missed, highest, held := fmt.Sprint(invoices[150].ID), fmt.Sprint(invoices[len(invoices)-1].ID), invoices[100].ID
+		// A record its last sweep held, deleted at the ERP since.
+		sim.DeleteInvoices(held)
 		key := func(id string) string { return fmt.Sprintf("0%04d%s", len(id), id) }
 		for _, st := range []struct {
 			sql  string
@@ -589,6 +592,8 @@ func TestUpgrade(t *testing.T) {
 			      now() - interval '2 days', now() - interval '2 days')`,
 				[]any{login, cursor, len(firstPage), firstPage[len(firstPage)-1], key(firstPage[len(firstPage)-1]), key(highest)}},
 			{`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT 7, unnest($1::text[])`, []any{firstPage}},
+			{`INSERT INTO erp.deletion_candidates (source, stream, login, id, sweep_id) VALUES ('main', 'invoices', $1, $2, 6)`,
+				[]any{login, fmt.Sprint(held)}},
 			{`INSERT INTO erp.sync_follow (source, stream, login, sweep_orders, list_order, max_key, followed_key, anchors, last_follow_at)
 			  VALUES ('main', 'invoices', $1, '{ascending,ascending}', 'ascending', $2, $2, '[]', now() - interval '1 minute')`,
 				[]any{login, key(highest)}},
@@ -614,8 +619,11 @@ func TestUpgrade(t *testing.T) {
 		}
 		tgt := sync.Target{Source: "main", PageSize: 50, Logins: []sync.Login{{Name: login, Client: client}}}
 		res := syncLogins(t, runner, tgt, "invoices")[0]
-		if res.SweepID != 7 || res.Stats.Inserted != 1 {
-			t.Errorf("the run after the upgrade: sweep %d, %+v; want sweep 7 resumed, inserting the record the follows missed", res.SweepID, res.Stats)
+		if res.SweepID != 7 || res.Stats.Inserted != 1 || res.Stats.Deleted != 1 {
+			t.Errorf("the run after the upgrade: sweep %d, %+v; want sweep 7 resumed, inserting the record the follows missed and marking the one its last sweep held", res.SweepID, res.Stats)
+		}
+		if n := q(`SELECT count(*)::text FROM erp.invoices WHERE id = $1 AND deleted_at IS NOT NULL`, fmt.Sprint(held)); n != "1" {
+			t.Errorf("the record the sweep of before held, gone at the ERP, is not marked deleted by the resumed sweep")
 		}
 		if why := q(`SELECT demoted_why FROM erp.sync_follow WHERE stream = 'invoices'`); !strings.Contains(why, "1 records at or below the highest id follow runs had read") {
 			t.Errorf("the list's demotion after the resumed sweep: %q; want it demoted for the record the follows missed", why)

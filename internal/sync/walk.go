@@ -84,10 +84,10 @@ type staged struct {
 	adopt func(ctx context.Context, e ended)
 }
 
-// ended is what the end of a complete read did: when its data were
-// complete, and how many rows it marked deleted.
+// ended is what the end of a complete read did: when it completed, and
+// how many rows it marked deleted.
 type ended struct {
-	freshAt time.Time
+	at      time.Time
 	deleted int64
 }
 
@@ -102,8 +102,10 @@ type book struct {
 	// fellBack: the walk met, in a COPY, a row it had written already
 	// (the same id on two pages).
 	fellBack bool
-	// newIDs are the ids of the rows it inserted (upserts only).
-	newIDs []string
+	// newIDs are the ids of the rows it inserted (upserts only); updated
+	// counts the rows it changed.
+	newIDs  []string
+	updated int64
 }
 
 // walk reads pages from a page source and hands them to a committer until
@@ -213,7 +215,7 @@ func (u *pagesUnit) write(ctx context.Context, tx db.Tx) (written, error) {
 		up, err = table.Upsert(ctx, tx, u.run.scope, u.rows.pages[0].rows,
 			db.UpsertOptions{SeenBy: u.plan.seenBy, CountOthers: len(u.run.target.Logins) > 1})
 		u.wrote(up.Changed)
-		bk.newIDs = up.New
+		bk.newIDs, bk.updated = up.New, up.Updated
 	}
 	// The pages a COPY took are known only once it ran: the bookkeeping
 	// (the reading's statements, rejected records, drift) covers exactly
