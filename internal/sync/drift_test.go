@@ -77,9 +77,8 @@ func TestDriftPolicy(t *testing.T) {
 		if got := warning(); got != standing {
 			t.Errorf("standing warning %q, want %q", got, standing)
 		}
-		// A second sweep learns the list's order. Its pages are known (answered
-		// as in the first): their columns are not read again, only their
-		// fields compared.
+		// A second sweep: its pages are known (answered as in the first), so
+		// their columns are not read again, only their fields compared.
 		h.mustRun("invoices")
 		if got := warning(); got != "drift: date missing" {
 			t.Errorf("standing warning after a sweep of known pages %q", got)
