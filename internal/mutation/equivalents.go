@@ -76,6 +76,16 @@ var Equivalents = map[string][]Equivalent{
 		{boundary, "db.UpsertOptions{SeenBy: u.plan.seenBy, CountOthers: len(u.run.target.Logins) > 1})", "> 1",
 			"with one login no row was listed first by another: counting them finds 0"},
 	},
+	"internal/sync/window.go": {
+		{boundary, `if next.lowest == "" || compareIDs(id, next.lowest) < 0 {`, "< 0",
+			"it assigns the lowest id the value already held"},
+		{negative, "seenList: true, rows: next.rows, seen: ev.Seen, distinct: ev.Distinct, pages: next.pages, stated: -1,", "-1",
+			"a stated length of 1 stops nothing: a window that read a record saw at least one, and one that read none decides nothing"},
+		{operator, "seenList: true, rows: next.rows, seen: ev.Seen, distinct: ev.Distinct, pages: next.pages, stated: -1,", "-1",
+			"a stated length of 1 stops nothing: a window that read a record saw at least one, and one that read none decides nothing"},
+		{boundary, "if idKey(id) > w.high {", ">",
+			"a start page beginning with the highest id read (the last page, of one record) is refused: the window starts a page earlier, a request more"},
+	},
 	"internal/sync/order.go": {
 		{boundary, "if k := idKey(top); k > o.max {", ">",
 			"it assigns the value already held"},

@@ -91,6 +91,97 @@ func TestWindowRun(t *testing.T) {
 					h.sweepExact()
 				})
 
+				t.Run("AsksForItsPagesOnly", func(t *testing.T) {
+					// Newest first, the window is its first pages, asked for
+					// one by one (none fetched ahead of its end); oldest
+					// first, the pages from its start to the list's end.
+					t.Parallel()
+					h := windowHarness(t, sh)
+					h.sim.ResetRequests()
+					res := h.mustWindow()
+					// Oldest first, the ring's second anchor is the page of
+					// 150 to 200: it and the last page.
+					if n := h.sim.RequestCount(invoicesRoute); n != 2 || res.Stats.Pages != 2 {
+						t.Errorf("a window of 2 pages asked %d pages and wrote %d, want 2", n, res.Stats.Pages)
+					}
+				})
+
+				t.Run("MarksAFewOfItsRowsGoneAtOnce", func(t *testing.T) {
+					// 11 of the window's rows gone: under the guard's bound
+					// (more than half of the rows in its range), so marked.
+					t.Parallel()
+					h := windowHarness(t, sh)
+					var gone []int64
+					for i := range 11 {
+						gone = append(gone, newest(h, 2+3*i).ID)
+					}
+					h.sim.DeleteInvoices(gone...)
+					if res := h.mustWindow(); res.Stats.Deleted != 11 || res.HeldDeletions != 0 {
+						t.Errorf("window run after 11 of its rows were deleted: %+v (held %d), want all 11 marked", res.Stats, res.HeldDeletions)
+					}
+					h.wantExact()
+				})
+
+				t.Run("JudgesNothingOfAListOutOfOrder", func(t *testing.T) {
+					// A list whose ids come out of order (kept by date, an
+					// import): the window refuses it on the page that shows
+					// it, marks nothing, and says so; the next complete sweep
+					// learns the order.
+					t.Parallel()
+					h := windowHarness(t, sh)
+					gone := newest(h, 1)
+					h.sim.DeleteInvoices(gone.ID)
+					h.sim.SetListOrder(erpsim.OrderUnordered)
+					res := h.mustWindow()
+					if res.Stats.Deleted != 0 || h.liveCount(gone.ID) != 1 {
+						t.Errorf("a window run of a list out of order marked %d rows", res.Stats.Deleted)
+					}
+					if n := h.count(`SELECT count(*) FROM erp.sync_runs WHERE kind = 'window' AND note LIKE '%out of the list''s%order%'`); n != 1 {
+						t.Errorf("the window run's note does not say the list is out of order")
+					}
+				})
+
+				t.Run("LeavesAnEmptiedListToTheSweep", func(t *testing.T) {
+					// Every record gone: a window that read none judges
+					// nothing (the next sweep's guard holds it).
+					t.Parallel()
+					h := windowHarness(t, sh)
+					var all []int64
+					for _, v := range h.sim.Invoices() {
+						all = append(all, v.ID)
+					}
+					h.sim.DeleteInvoices(all...)
+					if res := h.mustWindow(); res.Stats.Deleted != 0 || h.deleted() != 0 {
+						t.Errorf("a window run of an emptied list: %+v, %d rows marked deleted", res.Stats, h.deleted())
+					}
+				})
+
+				t.Run("ProvesItsStartOrStartsFromAnOlderAnchor", func(t *testing.T) {
+					// Old records deleted and new ones issued since the
+					// ledger's anchors were read: with cursors that are
+					// positions, the anchor's page now begins with a record
+					// the warehouse does not hold. The window starts from an
+					// older anchor, or the first page, whose start it proves,
+					// and judges the ids from there only: the old deletions
+					// are the sweep's.
+					t.Parallel()
+					h := windowHarness(t, sh)
+					var old []int64
+					var oldIDs []string
+					for _, v := range byID(h)[:120] {
+						old, oldIDs = append(old, v.ID), append(oldIDs, fmt.Sprint(v.ID))
+					}
+					h.sim.DeleteInvoices(old...)
+					added := h.sim.AddInvoices(100)
+					h.mustWindow()
+					h.wantListed("invoices issued since the anchors were read", added)
+					h.wantNoListedDeleted()
+					if n := h.count(`SELECT count(*) FROM erp.invoices WHERE id = ANY($1) AND deleted_at IS NOT NULL`, oldIDs); n != 0 {
+						t.Errorf("the window marked %d old rows, below the ids it read", n)
+					}
+					h.sweepExact()
+				})
+
 				t.Run("MarksTheNewestRecordDeleted", func(t *testing.T) {
 					// The window's range is open at the newest end: the
 					// newest record, deleted, is judged.
