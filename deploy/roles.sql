@@ -38,6 +38,10 @@
 -- cannot create a temporary table, view or function cannot use one to steer a function's name
 -- lookups (the functions of erp are pinned against that as well).
 
+-- Quiet, so that a run that changes nothing prints nothing (only notices and errors): psql would
+-- otherwise echo every command's tag, and \connect its "You are now connected".
+\set QUIET on
+
 \if :{?database}
 \else
 \set database erpsync

@@ -40,6 +40,7 @@ func main() {
 	fs.StringVar(&o.Dashboard, "dashboard", "deploy/grafana/warehouse.json", "the `dashboard` of the panel report")
 	fs.IntVar(&o.PanelRuns, "panel-runs", 5, "timed executions of each panel query, after one warm-up; the report gives medians")
 	fs.BoolVar(&o.Explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of every panel query that misses a goal, as that login")
+	fs.IntVar(&o.GoalInvoices, "goal-invoices", 0, "the goals apply from this many invoices; a smaller report checks none (default 1000000)")
 	checkGoals := fs.Bool("check-goals", true, "exit 1 when a goal is missed (false: the report only)")
 	fs.Parse(os.Args[1:])
 	err := measure(*binary, func(ctx context.Context, binary string) error {

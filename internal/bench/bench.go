@@ -56,6 +56,10 @@ type Options struct {
 	// and drops (default erpsync_bench_ and a random suffix): two benches
 	// on one server never drop each other's.
 	DatabasePrefix string
+	// GoalInvoices: the goals are stated for this many invoices and more
+	// (default 1,000,000); a smaller report prints its figures against
+	// them but checks none.
+	GoalInvoices int
 }
 
 // sample is what one run measured.
@@ -112,6 +116,9 @@ func syncMisses(copyRatio, walPct, resyncRatio, speedup float64) []string {
 func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.DatabasePrefix == "" {
 		o.DatabasePrefix = randomPrefix()
+	}
+	if o.GoalInvoices <= 0 {
+		o.GoalInvoices = 1000000
 	}
 	sim := erpsim.New(erpsim.Options{Invoices: o.Invoices, PageSizeCap: o.PageSize})
 	sim.PreEncodeInvoicePages(o.PageSize)
@@ -198,7 +205,24 @@ medians of %d runs, N = %d
 	if _, err := out.Write(panels.Bytes()); err != nil {
 		return err
 	}
-	misses := append(syncMisses(ratio, 100*rwal/wal, rsecs/syncS, rowsPerSec/naive.rowsPerSec), samples[0].panelMisses...)
+	return o.conclude(out, append(syncMisses(ratio, 100*rwal/wal, rsecs/syncS, rowsPerSec/naive.rowsPerSec), samples[0].panelMisses...))
+}
+
+// conclude ends the report with the goals its figures miss (a
+// *GoalsMissed), or says every goal was met. The goals are stated for
+// o.GoalInvoices invoices and more: a smaller report lists the figures
+// past a goal but checks none, since fixed costs (a run's start, ANALYZE,
+// the planner's choices on small tables) weigh differently there, and a
+// quick look at 10,000 invoices is no failure.
+func (o Options) conclude(out io.Writer, misses []string) error {
+	if o.Invoices < o.GoalInvoices {
+		fmt.Fprintf(out, "\ngoals not checked: they are stated for %s invoices and more, this report is of %s (--goal-invoices to check them here)\n",
+			thousands(o.GoalInvoices), thousands(o.Invoices))
+		for _, m := range misses {
+			fmt.Fprintf(out, "  past a goal: %s\n", m)
+		}
+		return nil
+	}
 	if len(misses) == 0 {
 		_, err := fmt.Fprintf(out, "\nevery goal met\n")
 		return err

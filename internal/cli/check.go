@@ -31,7 +31,7 @@ func cmdCheck(e *command) error {
 	}
 	fmt.Fprintf(e.stdout, "ok    configuration: %d source(s)\n", len(cfg.Sources))
 	log := newLogger(cfg, e.term)
-	ctx, cancel := signalContext()
+	ctx, cancel := e.signalContext()
 	defer cancel()
 	problems := 0
 	fail := func(what string, err error) {

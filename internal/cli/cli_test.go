@@ -692,3 +692,32 @@ func TestVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestUsage documents the commands' help.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	// Every command --help lists is in the README's table of commands, and
+	// the table lists no command the binary does not have: a newcomer finds
+	// in the front door what the binary offers.
+	t.Run("ListsTheCommandsOfTheREADMEsTable", func(t *testing.T) {
+		t.Parallel()
+		readme, err := os.ReadFile("../../README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		command := regexp.MustCompile("(?m)^\\| `erpsync ([a-z]+)")
+		var inREADME []string
+		for _, m := range command.FindAllStringSubmatch(string(readme), -1) {
+			inREADME = append(inREADME, m[1])
+		}
+		var inHelp []string
+		for _, m := range regexp.MustCompile(`(?m)^  erpsync ([a-z]+)`).FindAllStringSubmatch(runMain(t, nil, "--help").stdout, -1) {
+			inHelp = append(inHelp, m[1])
+		}
+		slices.Sort(inREADME)
+		slices.Sort(inHelp)
+		if len(inHelp) < 10 || !slices.Equal(inREADME, inHelp) {
+			t.Errorf("the README's table of commands lists %v; --help lists %v", inREADME, inHelp)
+		}
+	})
+}

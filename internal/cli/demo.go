@@ -101,7 +101,7 @@ func cmdDemo(e *command) error {
 	}
 	fmt.Fprintln(e.stdout, "first sync:")
 	runner.ConfirmDeletions = true
-	err = e.syncOnce(ctx, stop, runner, model.KindSweep, cfg, nil)
+	err = e.syncOnce(ctx, stop, runner, syncMode{kind: model.KindSweep}, cfg, nil)
 	runner.ConfirmDeletions = false
 	if err != nil {
 		return err
@@ -126,7 +126,7 @@ func cmdDemo(e *command) error {
 	sim.SetCurrencyRate("EUR", "0.925000")
 	fmt.Fprintf(e.stdout, "\nthe ERP changed: invoice %s now totals 123456789012345678.123456, invoice %s is gone, one is new, EUR moved to 0.925000\n", changed, removed)
 	fmt.Fprintln(e.stdout, "second sync:")
-	if err := e.syncOnce(ctx, stop, runner, model.KindSweep, cfg, nil); err != nil {
+	if err := e.syncOnce(ctx, stop, runner, syncMode{kind: model.KindSweep}, cfg, nil); err != nil {
 		return err
 	}
 	if err := printDemoTables(ctx, e, pool); err != nil {

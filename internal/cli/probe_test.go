@@ -22,6 +22,12 @@ func TestProbe(t *testing.T) {
 		if r.code != exitOK || strings.Count(r.stdout, "usable") != 9 {
 			t.Fatalf("probe of a plain installation: want exit 0 and 9 usable streams\n%s", r)
 		}
+		// A list asked for without a page size (currencies: five of them)
+		// may be cut only at a usual default, not at the probe's own
+		// small page size, which it never sent.
+		if strings.Contains(r.stdout, "may cut the list") {
+			t.Errorf("probe of a plain installation warns of a cut list\n%s", r)
+		}
 	}) {
 		return
 	}

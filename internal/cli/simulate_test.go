@@ -119,9 +119,10 @@ func TestSimulate(t *testing.T) {
 		}
 	})
 
-	// The set-up of docs/configuration.md ("Trying a multi-branch set-up") as written:
-	// its simulate command, its logins file and passwords, then check, probe, sync and
-	// status.
+	// The set-up of docs/configuration.md ("Trying a multi-branch set-up") as written,
+	// in its order: its logins file, then its simulate command and passwords, an empty
+	// database made before any command needs it, then check (which passes on the
+	// empty database: sync will make the schema), probe, sync and status.
 	t.Run("ServesTheMultiBranchSetUpAsDocumented", func(t *testing.T) {
 		t.Parallel()
 		doc, err := os.ReadFile("../../docs/configuration.md")
@@ -134,27 +135,34 @@ func TestSimulate(t *testing.T) {
 		}
 		section, _, _ = strings.Cut(section, "\n## ")
 		blocks := regexp.MustCompile("(?s)```(sh|yaml)\n(.*?)```").FindAllStringSubmatch(section, -1)
-		if len(blocks) != 2 || blocks[0][1] != "sh" || blocks[1][1] != "yaml" {
-			t.Fatalf("the section should show the commands, then the logins file: %q", blocks)
+		if len(blocks) != 2 || blocks[0][1] != "yaml" || blocks[1][1] != "sh" {
+			t.Fatalf("the section should show the logins file, then the commands that use it: %q", blocks)
 		}
-		commands, yaml := blocks[0][2], blocks[1][2]
+		yaml, commands := blocks[0][2], blocks[1][2]
 
 		var simArgs []string
-		env := []string{"ERPSYNC_LOG_FORMAT=text", "ERPSYNC_DATABASE_URL=" + testdb.New(t)}
+		env := []string{"ERPSYNC_LOG_FORMAT=text", "ERPSYNC_DATABASE_URL="}
 		var steps [][]string
 		for line := range strings.Lines(commands) {
 			line, _, _ = strings.Cut(strings.TrimSpace(line), " #")
 			switch fields := strings.Fields(line); {
 			case len(fields) == 0:
+			case fields[0] == "make" && slices.Equal(fields[1:], []string{"build", "&&", "export", `PATH="$PWD/bin:$PATH"`}):
+				// The binary: the test runs the commands in its process.
 			case fields[0] == "export":
 				for _, kv := range fields[1:] {
 					if !strings.HasPrefix(kv, "ERPSYNC_DATABASE_URL=") {
 						env = append(env, kv)
 					}
 				}
+			case fields[0] == "createdb":
+				env[1] = "ERPSYNC_DATABASE_URL=" + testdb.Empty(t)
 			case len(fields) > 2 && fields[0] == "erpsync" && fields[1] == "simulate":
 				simArgs = slices.DeleteFunc(fields[2:], func(f string) bool { return f == "&" })
 			case fields[0] == "erpsync":
+				if env[1] == "ERPSYNC_DATABASE_URL=" {
+					t.Fatalf("the section runs %q before it creates the database", line)
+				}
 				steps = append(steps, fields[1:])
 			default:
 				t.Fatalf("a command the test does not know: %q", line)

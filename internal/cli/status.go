@@ -60,10 +60,12 @@ func cmdStatus(e *command) error {
 	return nil
 }
 
-// warn notes what an operator should look at: a run that has held its
-// stream's lock for more than a few intervals of its schedule (stuck, or
-// its process gone with its session still open), data older than that,
-// deletions held by the guard.
+// warn notes what an operator should look at: a run whose process is
+// gone, a run that has held its stream's lock for more than a few
+// intervals of its schedule (stuck, or its process gone with its session
+// still open), data older than that, deletions held by the guard, and
+// what the login's runs warned of (drift, rejected records, a list that
+// may be cut).
 func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
 	for i := range st {
 		s := &st[i]
@@ -85,7 +87,10 @@ func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
 		if s.LastRunKind == model.KindFollow {
 			running = followEvery
 		}
-		if s.LastRunStatus == model.StatusRunning && s.LastRunStarted != nil && model.Overdue(now.Sub(*s.LastRunStarted), running) {
+		switch {
+		case s.ProcessGone:
+			notes = append(notes, goneNote(*s))
+		case s.LastRunStatus == model.StatusRunning && s.LastRunStarted != nil && model.Overdue(now.Sub(*s.LastRunStarted), running):
 			notes = append(notes, fmt.Sprintf("running for %s, more than %dx its schedule", now.Sub(*s.LastRunStarted).Round(time.Second), model.OverdueFactor))
 		}
 		if s.FreshnessSecs != nil && model.Overdue(time.Duration(*s.FreshnessSecs*float64(time.Second)), sweepEvery) {
@@ -95,13 +100,59 @@ func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
 			notes = append(notes, fmt.Sprintf("new records %s late, more than %dx its follow schedule", (time.Duration(*s.NewRecordsSecs)*time.Second).Round(time.Second), model.OverdueFactor))
 		}
 		if s.HeldDeletions > 0 {
-			notes = append(notes, fmt.Sprintf("%d deletions held: erpsync sync --confirm-deletions %s, if they are real", s.HeldDeletions, s.Stream))
+			notes = append(notes, sync.HeldWarning(s.HeldDeletions, s.Stream))
 		}
 		if s.StreamWarning != "" {
 			notes = append(notes, s.StreamWarning)
 		}
 		s.Warning = strings.Join(notes, "; ")
 	}
+}
+
+// goneNote says that a run's process is gone, and what the next run does
+// about it.
+func goneNote(s model.StreamStatus) string {
+	where := ""
+	if s.LastRunPID != 0 {
+		where = fmt.Sprintf(" (pid %d on %s)", s.LastRunPID, dash(s.LastRunHost))
+	}
+	next := "the next run closes it as abandoned"
+	switch {
+	case s.SweepInProgress && s.SweepResumable:
+		next += fmt.Sprintf(" and resumes the sweep after page %d", s.SweepPages)
+	case s.SweepInProgress:
+		next += " and starts the sweep over"
+	}
+	return fmt.Sprintf("run %d%s is recorded as running but its process is gone (nothing holds the stream's lock): %s", s.LastRunID, where, next)
+}
+
+// sweepState says where a login's complete sweeps stand: idle, or the one
+// in progress (the first load, and whether its process is gone).
+func sweepState(s model.StreamStatus) string {
+	if !s.SweepInProgress {
+		return "idle"
+	}
+	what := "in progress"
+	if s.FirstLoad {
+		what = "first load in progress"
+	}
+	rows := fmt.Sprintf("%d rows", s.SweepRows)
+	if s.LastSweepRows != nil && *s.LastSweepRows > 0 {
+		rows = fmt.Sprintf("%d of about %d rows", s.SweepRows, *s.LastSweepRows)
+	}
+	out := fmt.Sprintf("%s: %d pages, %s", what, s.SweepPages, rows)
+	if s.ProcessGone {
+		out = fmt.Sprintf("stopped: %d pages, %s; ", s.SweepPages, rows)
+		if s.FirstLoad {
+			out = "first load " + out
+		}
+		if s.SweepResumable {
+			out += "resumes on the next run"
+		} else {
+			out += "starts over on the next run"
+		}
+	}
+	return out
 }
 
 // interval is the time between two runs of a schedule (0: none).
@@ -132,10 +183,6 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN\tCONTRACT\tSCHEDULES\tLISTS\tORDER\tLAST RUN\tFINISHED\tLAST SWEEP\tFRESHNESS\tSWEEP\tLAST FOLLOW\tLAST ERROR\tWARNING")
 	for _, s := range st {
-		sweep := "idle"
-		if s.SweepInProgress {
-			sweep = fmt.Sprintf("in progress: %d pages, %d rows", s.SweepPages, s.SweepRows)
-		}
 		fresh := "never"
 		if s.FreshnessSecs != nil {
 			fresh = (time.Duration(*s.FreshnessSecs) * time.Second).String()
@@ -145,10 +192,18 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 			follow += " (swept: " + s.FollowSwept + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(s.Login), dash(s.Contract),
-			schedules(s), listScope(s.ListScope), dash(string(s.ListOrder)), dash(string(s.LastRunStatus)), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweep,
+			schedules(s), listScope(s.ListScope), dash(string(s.ListOrder)), lastRun(s), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweepState(s),
 			follow, dash(oneLine(s.LastError, 80)), dash(s.Warning))
 	}
 	tw.Flush()
+}
+
+// lastRun is the last run's status, and whether its process is gone.
+func lastRun(s model.StreamStatus) string {
+	if s.ProcessGone {
+		return string(s.LastRunStatus) + " (process gone)"
+	}
+	return dash(string(s.LastRunStatus))
 }
 
 // schedules says when a stream runs and where that came from: "@every

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
@@ -94,6 +96,9 @@ func TestStatus(t *testing.T) {
 INSERT INTO erp.sync_runs (source, stream, kind, status, started_at) VALUES ('default', 'invoices', 'follow', 'running', now() - interval '1 hour');
 INSERT INTO erp.sync_runs (source, stream, kind, status, started_at) VALUES ('default', 'journal_entries', 'sweep', 'running', now() - interval '1 hour');
 INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_deletions) VALUES ('default', 'cashboxes', now(), 40);`)
+		// Their processes still hold the locks they run under.
+		testdb.HoldStreamLock(t, dbURL, "", "erpsync", "default", "invoices", model.KindFollow)
+		testdb.HoldStreamLock(t, dbURL, "", "erpsync", "default", "journal_entries", model.KindSweep)
 		got := statusField(t, dbURL, "warning")
 		if !strings.Contains(got["invoices"], "running for 1h0m") || !strings.Contains(got["invoices"], "3x its schedule") {
 			t.Errorf("invoices warning %q, want the follow run held an hour against its 30-second schedule", got["invoices"])
@@ -106,6 +111,51 @@ INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, held_
 		}
 		if sched := statusField(t, dbURL, "schedules_from")["invoices"]; sched != "the stream's defaults" {
 			t.Errorf("invoices schedules from %q, want the stream's defaults", sched)
+		}
+	})
+
+	// A run recorded as running whose process is gone (killed: nothing holds the
+	// lock it runs under) is told from one in progress: LAST RUN says so, WARNING
+	// names the run and its process and says the next run closes it and resumes
+	// the sweep after its last page; SWEEP says the first load stopped there and
+	// resumes. Once a process holds the lock, the run is in progress again.
+	t.Run("TellsARunWhoseProcessIsGoneFromOneInProgress", func(t *testing.T) {
+		t.Parallel()
+		dbURL := databaseWith(t, `
+INSERT INTO erp.sync_checkpoints (source, stream, sweep_id, sweep_started_at, cursor, pages, rows)
+  VALUES ('default', 'invoices', nextval('erp.sweep_id_seq'), now() - interval '5 minutes', 'C136', 135, 67500);
+INSERT INTO erp.sync_runs (source, stream, kind, status, started_at, host, pid)
+  VALUES ('default', 'invoices', 'follow', 'running', now() - interval '5 minutes', 'node-1', 4242);`)
+		var id int64
+		if err := testdb.ObserverPool(t, dbURL).QueryRow(context.Background(), `SELECT id FROM erp.sync_runs`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		env := environ("ERPSYNC_DATABASE_URL=" + dbURL)
+		r := runMain(t, env, "status", "--json", "invoices")
+		var st []struct {
+			ProcessGone bool   `json:"process_gone"`
+			FirstLoad   bool   `json:"first_load"`
+			Warning     string `json:"warning"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st) != 1 {
+			t.Fatalf("status --json: %v\n%s", err, r)
+		}
+		want := fmt.Sprintf("run %d (pid 4242 on node-1) is recorded as running but its process is gone (nothing holds the stream's lock): "+
+			"the next run closes it as abandoned and resumes the sweep after page 135", id)
+		if !st[0].ProcessGone || !st[0].FirstLoad || st[0].Warning != want {
+			t.Errorf("status of a first load whose process is gone: %+v, want it gone, a first load, warning %q", st[0], want)
+		}
+		r = runMain(t, env, "status", "invoices")
+		for _, want := range []string{"running (process gone)", "first load stopped: 135 pages, 67500 rows; resumes on the next run"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("status table lacks %q\n%s", want, r)
+			}
+		}
+
+		testdb.HoldStreamLock(t, dbURL, "", "erpsync", "default", "invoices", model.KindFollow)
+		r = runMain(t, env, "status", "invoices")
+		if !strings.Contains(r.stdout, "first load in progress: 135 pages, 67500 rows") || strings.Contains(r.stdout, "gone") {
+			t.Errorf("status of a first load whose process holds its lock: want it in progress\n%s", r)
 		}
 	})
 

@@ -51,6 +51,7 @@ func cmdSync(e *command) error {
 	confirm := fs.Bool("confirm-deletions", false, "mark deleted what the deletion guard holds: you confirm the rows are gone at the ERP")
 	follow := fs.Bool("follow", false, "one follow run: read only what is new in the paged lists named (without names: every enabled one), not a complete sweep")
 	window := fs.Bool("window", false, "one window run: re-read the newest pages of the paged lists named (without names: every enabled one), not a complete sweep")
+	strict := fs.Bool("strict", false, "count a run that warned (drift, rejected records, held deletions, a list that may be cut) as failed: exit 1, for CI")
 	if err := e.parse(fs); err != nil {
 		return err
 	}
@@ -94,7 +95,17 @@ func cmdSync(e *command) error {
 	}
 	defer pools.Close()
 	runner.Prefetch, runner.ConfirmDeletions = *prefetch, *confirm
-	return e.syncOnce(ctx, stopper.Draining(), runner, kind, cfg, e.positional())
+	if !e.term.tty { // a terminal shows a live line instead
+		runner.ProgressEvery = sync.ProgressEvery
+	}
+	return e.syncOnce(ctx, stopper.Draining(), runner, syncMode{kind: kind, strict: *strict}, cfg, e.positional())
+}
+
+// syncMode is how syncOnce runs the streams: the kind of run; strict: a
+// run that warned counts as failed.
+type syncMode struct {
+	kind   model.RunKind
+	strict bool
 }
 
 // startForeground starts what a command that runs streams in the
@@ -122,16 +133,16 @@ func openRunner(ctx context.Context, cfg config.Config, log *slog.Logger) (*sync
 
 // syncOnce runs the named (or enabled) streams of every source one after
 // the other, each through every login of its source; a failing stream
-// does not stop the others. Each run is of kind: a complete sweep, or a
-// follow or window run of each paged list among them (a stream named that
-// has none is refused). A stream whose lock another session holds is
-// skipped, naming the holder; the error then wraps sync.ErrBusy, unless a
-// run failed.
-func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, kind model.RunKind, cfg config.Config, names []string) error {
-	term, log := e.term, runner.Log
-	run := map[model.RunKind]func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, model.RunStats)) []sync.Result{
+// does not stop the others. Each run is of the mode's kind: a complete
+// sweep, or a follow or window run of each paged list among them (a
+// stream named that has none is refused). With strict, a run that warned
+// fails too. A stream whose lock another session holds is skipped, naming
+// the holder; the error then wraps sync.ErrBusy, unless a run failed.
+func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sync.Runner, mode syncMode, cfg config.Config, names []string) error {
+	term, log, kind := e.term, runner.Log, mode.kind
+	run := map[model.RunKind]func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, sync.Progress)) []sync.Result{
 		model.KindSweep: runner.Run, model.KindFollow: runner.Follow, model.KindWindow: runner.Window}[kind]
-	failed, skipped, busy := 0, 0, 0
+	failed, warned, skipped, busy := 0, 0, 0, 0
 	for _, src := range cfg.Sources {
 		streams, err := e.streamsFor(src, names)
 		if err != nil {
@@ -166,6 +177,8 @@ func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sy
 					fmt.Fprintf(term, "%s/%s: skipped: %v\n", src.Name, s.Declared().Name, res.Err)
 				case res.Err != nil && res.Status != model.StatusCancelled:
 					failed++
+				case mode.strict && res.Status == model.StatusSucceeded && len(res.Warnings) > 0:
+					warned++
 				}
 			}
 		}
@@ -174,8 +187,13 @@ func (e *command) syncOnce(ctx context.Context, stop <-chan struct{}, runner *sy
 	if skipped > 0 {
 		log.Info("stopped: streams not started", "streams", skipped)
 	}
-	if failed > 0 {
+	switch {
+	case failed > 0 && warned > 0:
+		return fmt.Errorf("%d stream run(s) failed, and %d warned (--strict); see the log above and `erpsync status`", failed, warned)
+	case failed > 0:
 		return fmt.Errorf("%d stream run(s) failed; see the log above and `erpsync status`", failed)
+	case warned > 0:
+		return fmt.Errorf("%d stream run(s) warned (--strict counts them as failed); see the log above and `erpsync status`", warned)
 	}
 	if busy > 0 {
 		return fmt.Errorf("%d stream(s) skipped (%w, named above); try again once it lets go", busy, sync.ErrBusy)
@@ -211,21 +229,24 @@ func stopRequested(stop <-chan struct{}) bool {
 	}
 }
 
-// progressPrinter shows live progress on a terminal and nothing otherwise
-// (the runner logs one summary line per stream either way); withLogin
-// names the login (a source with several).
-func progressPrinter(term *terminal, source, stream string, withLogin bool) func(string, model.RunStats) {
+// progressPrinter shows a live progress line on a terminal (with a total
+// and the time left where they can be known: sync.Progress) and nothing
+// otherwise, where the runner logs a progress line every so often (the
+// runner logs one summary line per stream either way); withLogin names
+// the login (a source with several).
+func progressPrinter(term *terminal, source, stream string, withLogin bool) func(string, sync.Progress) {
 	if !term.tty {
 		return nil
 	}
-	start := time.Now()
-	return func(login string, s model.RunStats) {
+	return func(login string, p sync.Progress) {
 		who := source + "/" + stream
 		if withLogin {
 			who += " (" + login + ")"
 		}
-		rowsPerSec := float64(s.Seen) / max(time.Since(start).Seconds(), 0.001)
-		term.progress(fmt.Sprintf("%s: %d pages, %d rows, %.0f rows/s", who, s.Pages, s.Seen, rowsPerSec))
+		if p.FirstLoad {
+			who += ", first load"
+		}
+		term.progress(who + ": " + p.String())
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -120,6 +122,40 @@ func TestSync(t *testing.T) {
 		}
 		if r := runMain(t, env, "sync", "--follow", "--window", "invoices"); r.code != exitUsage {
 			t.Errorf("sync --follow --window: want exit 2: %s", r)
+		}
+	})
+
+	// An installation that stopped sending the date of every invoice, with
+	// drift: record: the sync succeeds and exits 0, its summary line at WARN
+	// says what drifted and how often, status shows it in WARNING, and sync
+	// --strict counts the run as failed (exit 1). A stream whose records only
+	// carry fields it does not expect (the simulator's currencies) is no
+	// warning, --strict or not.
+	t.Run("HearsDriftAndFailsItUnderStrict", func(t *testing.T) {
+		t.Parallel()
+		sim, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 1000})
+		sim.SetFieldDrift("/sales/api/invoices/list/", nil, []string{"date"})
+		dbURL := testdb.New(t)
+		cfg := filepath.Join(t.TempDir(), "erpsync.yaml")
+		yaml := "sources:\n  - streams:\n      invoices: { drift: record }\n      currencies: {}\n"
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := erpEnv(simURL, dbURL, goodPassword)
+		r := runMain(t, env, "sync", "--config", cfg, "invoices")
+		drift := "drift: date missing in 1000 records, date unreadable in 1000 records (invoice_date is NULL: the field is absent); see erp.schema_drift"
+		if r.code != exitOK || !regexp.MustCompile(`WRN sync finished source=default stream=invoices .*warnings="`+regexp.QuoteMeta(drift)).MatchString(r.stderr) {
+			t.Errorf("sync of dateless invoices: want exit 0 and the summary line at WARN saying %q\n%s", drift, r)
+		}
+		if got := statusField(t, dbURL, "warning")["invoices"]; !strings.Contains(got, "drift: date missing; drift: date unreadable") {
+			t.Errorf("status warning of invoices %q, want the drift", got)
+		}
+		r = runMain(t, env, "sync", "--config", cfg, "--strict", "invoices", "currencies")
+		if r.code != exitFailed || !strings.Contains(r.stderr, "erpsync sync: 1 stream run(s) warned (--strict counts them as failed)") {
+			t.Errorf("sync --strict of dateless invoices and currencies: want exit 1 for the invoices run alone\n%s", r)
+		}
+		if r := runMain(t, env, "sync", "--config", cfg, "--strict", "currencies"); r.code != exitOK || strings.Contains(r.stderr, "WRN") {
+			t.Errorf("sync --strict of currencies, which carry fields the stream does not expect: want exit 0, no warning\n%s", r)
 		}
 	})
 

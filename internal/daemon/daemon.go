@@ -14,6 +14,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -39,6 +40,9 @@ type Daemon struct {
 	// (at most half a job's interval), so that a replica with hundreds of
 	// jobs does not start them all at once. 0 starts them at once.
 	StartSpread time.Duration
+	// ProgressEvery is how often a long run logs its progress (0:
+	// sync.ProgressEvery).
+	ProgressEvery time.Duration
 	// Clock is the services' clock; nil is the real one.
 	Clock Clock
 }
@@ -73,7 +77,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 	}
 	sched := newScheduler(schedulerDeps{
 		Sources: cfg.Sources, Catalog: d.Catalog, Targets: d.Targets, Pools: conn.Pools,
-		MaxRuns: cfg.MaxConcurrentRuns, Prefetch: d.Prefetch, StartSpread: d.StartSpread,
+		MaxRuns: cfg.MaxConcurrentRuns, Prefetch: d.Prefetch, StartSpread: d.StartSpread, ProgressEvery: cmp.Or(d.ProgressEvery, sync.ProgressEvery),
 		Grace: cfg.Shutdown.Grace, Abort: cfg.Shutdown.Abort,
 		Log: d.Log, Clock: clock, Metrics: d.Metrics, Observer: d.Metrics,
 	})

@@ -359,6 +359,36 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	// A long run logs a progress line at INFO every so often (the daemon's
+	// ProgressEvery): pages, rows, rows a second, and that it is the first load.
+	t.Run("LogsTheProgressOfALongRunEverySoOften", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("daemon test: skipped with -short")
+		}
+		h := newHarness(t)
+		h.progressEvery = 200 * time.Millisecond
+		h.prefetch = 0 // a commit a page (a bulk load groups the pages fetched ahead, a second at most)
+		_, simURL := newSim(t, erpsim.Options{Invoices: 1000, PageSizeCap: 50, Latency: 40 * time.Millisecond})
+		h.start("", 10*time.Second, source{name: "default", baseURL: simURL, streams: []string{"invoices"}, schedule: "@every 1h"})
+		h.waitFor(40*time.Second, "the first load of invoices to finish", func() (bool, error) {
+			return strings.Contains(h.logs.String(), `msg="sync finished" source=default stream=invoices first_load=true`), nil
+		})
+		var progress []string
+		for _, line := range strings.Split(h.logs.String(), "\n") {
+			if strings.Contains(line, `msg="sync in progress"`) {
+				progress = append(progress, line)
+			}
+		}
+		if len(progress) < 2 {
+			t.Fatalf("%d progress lines of a first load of 20 pages at 40 ms each, one every 200 ms; want 2 or more", len(progress))
+		}
+		for _, want := range []string{"level=INFO", "stream=invoices", "first_load=true", "pages=", "rows=", "rows_per_second="} {
+			if !strings.Contains(progress[0], want) {
+				t.Errorf("progress line %q lacks %q", progress[0], want)
+			}
+		}
+	})
+
 	// A stream that panics once is a failed run mentioning the panic; the daemon
 	// lives on, runs the stream again on a later tick, and the other streams are
 	// not disturbed.

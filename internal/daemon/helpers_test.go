@@ -122,6 +122,8 @@ type harness struct {
 	extra []sync.Stream
 	// maxRuns is the Daemon's MaxConcurrentRuns (default 8, as `erpsync run`'s).
 	maxRuns int
+	// progressEvery is the Daemon's ProgressEvery (0: the product's).
+	progressEvery time.Duration
 }
 
 // newHarness makes a fresh database and a pool on it for the test's own
@@ -195,7 +197,7 @@ func (h *harness) start(dbURL string, grace time.Duration, srcs ...source) {
 			t.Fatal(err)
 		}
 	}
-	h.d = &Daemon{Cfg: cfg, Catalog: cat, Log: log, Metrics: h.m, Targets: targets, Prefetch: h.prefetch}
+	h.d = &Daemon{Cfg: cfg, Catalog: cat, Log: log, Metrics: h.m, Targets: targets, Prefetch: h.prefetch, ProgressEvery: h.progressEvery}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

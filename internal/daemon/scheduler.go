@@ -31,6 +31,8 @@ type schedulerDeps struct {
 	MaxRuns     int                    // runs at once in the process
 	Prefetch    int
 	StartSpread time.Duration
+	// ProgressEvery is how often a long run logs its progress.
+	ProgressEvery time.Duration
 	// Grace and Abort bound a stop: runs get Grace to commit what they
 	// are writing, then are cancelled and get Abort to end.
 	Grace, Abort time.Duration
@@ -90,7 +92,8 @@ func newScheduler(deps schedulerDeps) *scheduler {
 func (s *scheduler) Start(ctx context.Context) error {
 	d := s.deps
 	pools := d.Pools()
-	s.runner = &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: d.Log, Obs: d.Observer, Prefetch: d.Prefetch}
+	s.runner = &sync.Runner{Pool: pools.Runs, Service: pools.Service, Log: d.Log, Obs: d.Observer, Prefetch: d.Prefetch,
+		ProgressEvery: d.ProgressEvery}
 	s.slots = make(chan struct{}, d.MaxRuns)
 	now := d.Clock.Now()
 	for _, src := range d.Sources {

@@ -24,6 +24,7 @@ type Checkpoint struct {
 	BulkLoad      bool
 	LastSweepID   int64
 	LastCompleted time.Time
+	LastSweepRows int64 // rows the last complete sweep found (0: none yet)
 	Held          Held
 	// What the sweep in progress learnt of the list so far: the order of
 	// its ids (unknown while fewer than two were read), the last id of
@@ -59,14 +60,14 @@ WHERE source = $1 AND stream = $2 AND login = '' AND $3 <> ''
 // LoadCheckpoint returns the checkpoint, or a zero one for a new stream.
 func LoadCheckpoint(ctx context.Context, q Querier, k model.Key) (Checkpoint, error) {
 	cp := Checkpoint{Key: k}
-	var sweepID, lastSweep *int64
+	var sweepID, lastSweep, lastRows *int64
 	var started, completed, heldSince *time.Time
 	var cursor, order, lastID, maxKey *string
 	err := q.QueryRow(ctx, `
-SELECT sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, last_sweep_id, last_sweep_completed_at,
+SELECT sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, last_sweep_id, last_sweep_completed_at, last_sweep_rows,
        held_deletions, held_digest, held_sweeps, held_since, sweep_order, sweep_last_id, sweep_max_key
 FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login).
-		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.BulkLoad, &lastSweep, &completed,
+		Scan(&sweepID, &started, &cursor, &cp.Pages, &cp.Rows, &cp.BulkLoad, &lastSweep, &completed, &lastRows,
 			&cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince, &order, &lastID, &maxKey)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cp, nil
@@ -79,6 +80,7 @@ FROM erp.sync_checkpoints WHERE source = $1 AND stream = $2 AND login = $3`, k.S
 	cp.Cursor = deref(cursor)
 	cp.SweepStarted = deref(started)
 	cp.LastCompleted = deref(completed)
+	cp.LastSweepRows = deref(lastRows)
 	cp.Held.Since = deref(heldSince)
 	cp.Order, cp.LastID, cp.MaxKey = model.ParseOrder(deref(order)), deref(lastID), deref(maxKey)
 	return cp, nil
@@ -219,6 +221,22 @@ func SetWarning(ctx context.Context, q Querier, k model.Key, warning string) err
 INSERT INTO erp.sync_checkpoints AS c (source, stream, login, warning, updated_at) VALUES ($1, $2, $3, nullif($4, ''), now())
 ON CONFLICT (source, stream, login) DO UPDATE SET warning = nullif($4, ''), updated_at = now()
 WHERE c.warning IS DISTINCT FROM nullif($4, '')`, k.Source, k.Stream, k.Login, safeText(warning, 2000))
+	if err != nil {
+		return fmt.Errorf("recording the warning of %s: %w", k, Describe(err))
+	}
+	return nil
+}
+
+// AddWarning adds to the login's standing warning what a run that did not
+// read the whole stream warned of (a follow run's drift), unless it says
+// so already: such a run reads too little to clear what a complete read
+// warned of.
+func AddWarning(ctx context.Context, q Querier, k model.Key, warning string) error {
+	w := safeText(warning, 2000)
+	_, err := q.Exec(ctx, `
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, warning, updated_at) VALUES ($1, $2, $3, $4, now())
+ON CONFLICT (source, stream, login) DO UPDATE SET warning = left(concat_ws('; ', c.warning, $4), 2000), updated_at = now()
+WHERE c.warning IS NULL OR strpos(c.warning, $4) = 0`, k.Source, k.Stream, k.Login, w)
 	if err != nil {
 		return fmt.Errorf("recording the warning of %s: %w", k, Describe(err))
 	}

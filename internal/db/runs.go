@@ -148,6 +148,30 @@ WHERE source = $1 AND stream = $2 AND status = $4 AND kind = ANY($5)`, source, s
 	return tag.RowsAffected(), nil
 }
 
+// runGone reports whether the run id of (source, stream), recorded as
+// running, has lost its process: nothing holds the lock of its kind,
+// which its process took before it recorded the run and holds until it
+// records its end, and its row still says running (it did not end between
+// the two looks).
+func runGone(ctx context.Context, q Querier, source, stream string, kind model.RunKind, id int64) (bool, error) {
+	held := LockHeld(ctx, q, source, stream, kind)
+	if held.err != nil {
+		return false, held.err
+	}
+	if held.Holder != nil {
+		return false, nil
+	}
+	var running bool
+	err := q.QueryRow(ctx, `SELECT status = $2 FROM erp.sync_runs WHERE id = $1`, id, model.StatusRunning).Scan(&running)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading run %d: %w", id, Describe(err))
+	}
+	return running, nil
+}
+
 // StartRun records a run of k by this process as running and returns its
 // id. It refuses a schema this binary may not write (checkWritable), and
 // lets k's login first claim a checkpoint written before logins

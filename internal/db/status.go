@@ -24,16 +24,17 @@ WITH keys AS (
     UNION SELECT DISTINCT source, stream, coalesce(login, '') FROM erp.sync_runs
 ), last AS (
     SELECT DISTINCT ON (source, stream, coalesce(login, '')) source, stream, coalesce(login, '') AS login,
-           status, started_at, finished_at, error, rows_seen, kind
+           id, status, started_at, finished_at, error, rows_seen, kind, host, pid
     FROM erp.sync_runs ORDER BY source, stream, coalesce(login, ''), id DESC
 ), ended AS (
     SELECT DISTINCT ON (source, stream, coalesce(login, '')) source, stream, coalesce(login, '') AS login, status, error
     FROM erp.sync_runs WHERE status <> $2 ORDER BY source, stream, coalesce(login, ''), id DESC
 )
-SELECT k.source, k.stream, k.login, coalesce(l.status, ''), coalesce(l.kind, ''), l.started_at, l.finished_at,
+SELECT k.source, k.stream, k.login, coalesce(l.id, 0), coalesce(l.status, ''), coalesce(l.kind, ''), coalesce(l.host, ''), coalesce(l.pid, 0),
+       l.started_at, l.finished_at,
        coalesce(CASE WHEN e.status = $1 THEN e.error END, ''),
        f.last_sweep_completed_at, extract(epoch FROM f.age)::float8,
-       coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0),
+       coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0), c.cursor IS NOT NULL,
        c.last_sweep_rows, coalesce(l.rows_seen, 0), coalesce(c.held_deletions, 0),
        coalesce(c.warning, ''), coalesce(c.list_scope, ''),
        coalesce(f.list_order, ''), f.last_follow_at, extract(epoch FROM f.new_records_age)::float8, coalesce(f.last_follow_swept, '')
@@ -46,7 +47,8 @@ WHERE k.login <> '' OR NOT EXISTS (SELECT 1 FROM keys o WHERE o.source = k.sourc
 ORDER BY k.source, k.stream, k.login`
 
 // LoadStatus returns where every (source, stream, login) that ever ran
-// stands.
+// stands, and whether a run recorded as running still has its process
+// (on the primary, which holds the runs' locks).
 func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
 	rows, err := q.Query(ctx, statusSQL, model.StatusFailed, model.StatusRunning)
 	if err != nil {
@@ -54,14 +56,31 @@ func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.StreamStatus, error) {
 		var s model.StreamStatus
-		err := r.Scan(&s.Source, &s.Stream, &s.Login, &s.LastRunStatus, &s.LastRunKind, &s.LastRunStarted, &s.LastRunFinished, &s.LastError,
-			&s.LastSuccess, &s.FreshnessSecs, &s.SweepInProgress, &s.SweepPages, &s.SweepRows,
+		err := r.Scan(&s.Source, &s.Stream, &s.Login, &s.LastRunID, &s.LastRunStatus, &s.LastRunKind, &s.LastRunHost, &s.LastRunPID,
+			&s.LastRunStarted, &s.LastRunFinished, &s.LastError,
+			&s.LastSuccess, &s.FreshnessSecs, &s.SweepInProgress, &s.SweepPages, &s.SweepRows, &s.SweepResumable,
 			&s.LastSweepRows, &s.Rows, &s.HeldDeletions, &s.StreamWarning, &s.ListScope,
 			&s.ListOrder, &s.LastFollow, &s.NewRecordsSecs, &s.FollowSwept)
+		s.FirstLoad = s.SweepInProgress && s.LastSuccess == nil
 		return s, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading status: %w", Describe(err))
+	}
+	// A hot standby sees none of the primary's locks: there, whether a
+	// run's process is gone cannot be told.
+	var standby bool
+	if err := q.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
+		return nil, fmt.Errorf("reading status: %w", Describe(err))
+	}
+	for i := range out {
+		s := &out[i]
+		if s.LastRunStatus != model.StatusRunning || standby {
+			continue
+		}
+		if s.ProcessGone, err = runGone(ctx, q, s.Source, s.Stream, s.LastRunKind, s.LastRunID); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,6 +100,36 @@ func startErpsync(t *testing.T, ctx context.Context, bin string, env []string, n
 		}
 	})
 	return p
+}
+
+// waitRequest waits until the simulator has been asked for path, failing
+// the test if p exits first.
+func waitRequest(t *testing.T, ctx context.Context, sim *erpsim.Sim, p *process, path string) {
+	t.Helper()
+	pollUntil(t, ctx, 30*time.Second, 10*time.Millisecond, "a request for "+path, []*process{p}, func() (bool, error) {
+		for _, r := range sim.Requests() {
+			if r.Path == path {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// stopInterrupted stops p, `erpsync command`, with sig and checks that it
+// exited with code, the status of a command that signal interrupted, and
+// said so.
+func stopInterrupted(t *testing.T, p *process, command string, sig syscall.Signal, code int) {
+	t.Helper()
+	p.stop(t, sig, 20*time.Second)
+	name := map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[sig]
+	var exit *exec.ExitError
+	if !errors.As(p.err, &exit) || exit.ExitCode() != code {
+		t.Errorf("erpsync %s after %s: %v, want exit status %d\n%s", command, name, p.err, code, p.output())
+	}
+	if want := "erpsync " + command + ": interrupted by " + name; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("stderr does not say %q\n%s", want, p.output())
+	}
 }
 
 // waitFor polls cond every few milliseconds until it holds, failing the

@@ -598,14 +598,7 @@ func TestSync(t *testing.T) {
 				p := startErpsync(t, ctx, bin, baseEnv(dbURL, srv.URL, "ERPSYNC_ERP_PAGE_SIZE="+strconv.Itoa(pageSize)), 1,
 					"sync", "invoices", "currencies", "cashboxes", "--prefetch", "0")
 				waitFirstInvoicePage(t, ctx, pool, p)
-				p.stop(t, c.sig, 20*time.Second)
-				var exit *exec.ExitError
-				if !errors.As(p.err, &exit) || exit.ExitCode() != c.code {
-					t.Errorf("erpsync sync after %s: %v, want exit status %d\n%s", c.name, p.err, c.code, p.output())
-				}
-				if want := "erpsync sync: interrupted by " + c.name; !strings.Contains(p.stderr.String(), want) {
-					t.Errorf("stderr does not say %q\n%s", want, p.output())
-				}
+				stopInterrupted(t, p, "sync", c.sig, c.code)
 				var runs string
 				if err := pool.QueryRow(ctx, `SELECT string_agg(stream || ' ' || status, ', ' ORDER BY id) FROM erp.sync_runs`).Scan(&runs); err != nil {
 					t.Fatal(err)

@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"net/http/httptest"
-	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,21 +25,7 @@ func TestVerify(t *testing.T) {
 		t.Cleanup(srv.Close)
 		dbURL := testdb.New(t)
 		p := startErpsync(t, ctx, bin, baseEnv(dbURL, srv.URL), 1, "verify", "invoices")
-		pollUntil(t, ctx, 30*time.Second, 10*time.Millisecond, "verify to read the ERP's invoices", []*process{p}, func() (bool, error) {
-			for _, r := range sim.Requests() {
-				if r.Path == invoicesPath {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		p.stop(t, syscall.SIGTERM, 20*time.Second)
-		var exit *exec.ExitError
-		if !errors.As(p.err, &exit) || exit.ExitCode() != 143 {
-			t.Errorf("erpsync verify after SIGTERM: %v, want exit status 143\n%s", p.err, p.output())
-		}
-		if !strings.Contains(p.stderr.String(), "erpsync verify: interrupted by SIGTERM") {
-			t.Errorf("stderr does not say it was interrupted\n%s", p.output())
-		}
+		waitRequest(t, ctx, sim, p, invoicesPath)
+		stopInterrupted(t, p, "verify", syscall.SIGTERM, 143)
 	})
 }

@@ -41,6 +41,15 @@ type ListRequest struct {
 	MaxPages int
 }
 
+// Asked is the page size the walk's requests name: 0 for an unpaged walk,
+// which names none (the ERP's own default, if any, then applies).
+func (r ListRequest) Asked() int {
+	if r.Paging == Unpaged {
+		return 0
+	}
+	return r.PageSize
+}
+
 // Lister reads a list route page by page. After each answer it decides,
 // by one rule (follow), whether more pages exist and how to ask for the
 // next: pagination.has_next with next_cursor, a DRF next link on the same

@@ -82,7 +82,7 @@ func New() *Metrics {
 			"Seconds between two scheduled follow runs of a paged list (its schedule; erpsync_schedule_interval_seconds is then its complete sweeps'). Only streams that are followed have it.",
 			"source", "stream"),
 		followSwept: counter("erpsync_follow_sweeps_total",
-			"Follow runs that read the whole list instead (the list not in a strict order of ids, continuity not proved, the login's first run), as erp.sync_runs.note says why.",
+			"Follow runs that read the whole list instead (the list not in a strict order of ids, continuity not proved), as erp.sync_runs.note says why; a login's first load is not one.",
 			"source", "stream", "login"),
 		missed: counter("erpsync_follow_missed_total",
 			"Records a complete sweep inserted at or below the highest id follow runs had read: records the follows missed (the login's list is then swept, not followed, until reset).",

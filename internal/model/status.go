@@ -34,12 +34,20 @@ type Schedules struct {
 
 // LastRun is the key's last run, of either kind.
 type LastRun struct {
+	LastRunID       int64      `json:"last_run_id,omitempty"`
 	LastRunStatus   RunStatus  `json:"last_run_status,omitempty"`
 	LastRunKind     RunKind    `json:"last_run_kind,omitempty"`
+	LastRunHost     string     `json:"last_run_host,omitempty"`
+	LastRunPID      int32      `json:"last_run_pid,omitempty"`
 	LastRunStarted  *time.Time `json:"last_run_started,omitempty"`
 	LastRunFinished *time.Time `json:"last_run_finished,omitempty"`
 	LastError       string     `json:"last_error,omitempty"`
 	Rows            int64      `json:"rows_last_run"`
+	// ProcessGone: the last run is recorded as running, but its process is
+	// gone (killed, or its database connection lost): nothing holds the
+	// lock it ran under. The next run of its kind closes it as abandoned
+	// and carries on (a cursor-paged sweep from its checkpoint).
+	ProcessGone bool `json:"process_gone,omitempty"`
 }
 
 // SweepStatus is what the key's complete sweeps say.
@@ -50,7 +58,13 @@ type SweepStatus struct {
 	SweepInProgress bool       `json:"sweep_in_progress"`
 	SweepPages      int64      `json:"sweep_pages"`
 	SweepRows       int64      `json:"sweep_rows"`
-	LastSweepRows   *int64     `json:"last_sweep_rows,omitempty"`
+	// SweepResumable: the sweep in progress has a cursor to resume from;
+	// without one, the next sweep starts over.
+	SweepResumable bool   `json:"sweep_resumable,omitempty"`
+	LastSweepRows  *int64 `json:"last_sweep_rows,omitempty"`
+	// FirstLoad: the sweep in progress is the login's first load (it has
+	// no complete sweep yet).
+	FirstLoad bool `json:"first_load,omitempty"`
 	// HeldDeletions are rows the deletion guard holds (see erpsync sync
 	// --confirm-deletions).
 	HeldDeletions int64 `json:"held_deletions,omitempty"`

@@ -95,12 +95,13 @@ func (r *Run) commit(ctx context.Context, u unit) (err error) {
 	r.rejects, r.drift = nil, nil
 	w.stats.Rejected += int64(len(rejected))
 	r.result.stats.Add(w.stats)
+	r.result.drift = mergeDrift(append(r.result.drift, drift...))
 	r.runner.obs().PageCommitted(r.target.Source, r.scope.Stream, w.stats)
 	for _, d := range drift {
 		r.runner.obs().DriftCounted(r.target.Source, r.scope.Stream, d.Field, d.Change, d.Count)
 	}
 	if r.progress != nil {
-		r.progress(r.result.stats)
+		r.progress(Progress{RunStats: r.result.stats, Done: r.result.read.done, Total: r.result.read.total, FirstLoad: r.result.firstLoad})
 	}
 	if len(rejected) > 0 {
 		r.log.Warn("records rejected", "count", len(rejected), "first_reason", rejected[0].Reason)

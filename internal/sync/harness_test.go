@@ -2,7 +2,9 @@ package sync_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,7 +96,7 @@ func (h *harness) window(stream string) sync.Result {
 }
 
 // runFunc is a kind of run: Runner.Run or Runner.Follow.
-type runFunc func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, model.RunStats)) []sync.Result
+type runFunc func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, sync.Progress)) []sync.Result
 
 func (h *harness) runKind(stream string, run runFunc) sync.Result {
 	h.t.Helper()
@@ -126,6 +128,20 @@ func (h *harness) mustRun(stream string) sync.Result {
 		h.t.Fatalf("%s: status %s: %v", stream, res.Status, res.Err)
 	}
 	return res
+}
+
+// refuseInvoicePage makes the simulator answer the n-th invoice page
+// asked for from now on with 403: a sweep without prefetch then fails
+// after n-1 pages. SetHook(nil) ends it.
+func (h *harness) refuseInvoicePage(n int32) {
+	var calls atomic.Int32
+	h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == n {
+			w.WriteHeader(http.StatusForbidden)
+			return true
+		}
+		return false
+	})
 }
 
 // text runs a query returning one value, as text.

@@ -118,7 +118,7 @@ func (l *List) Probe(ctx context.Context, p *Probe) ProbeReport {
 	}
 	defer page.Release()
 	rep.Status = http.StatusOK
-	rep.Page(page, req.PageSize)
+	rep.Page(page, req.Asked())
 	rep.Examine(page, []string{"id"}, l.Table.columnsOf(true), l.Table.Expected())
 	if l.follows() {
 		var trail orderTrail

@@ -43,12 +43,24 @@ func (l *List) sweepRun(ctx context.Context, r *Run) error {
 			return err
 		}
 	}
+	first := firstLoad(cp)
+	if first {
+		r.result.firstLoad = true
+		r.log = r.log.With("first_load", true)
+		r.Note("first load: the login had no complete sweep of the list yet")
+	}
+	r.result.read.total = cp.LastSweepRows
 	// Only a cursor says where a sweep stopped; any other paging starts
 	// over, and the unfinished sweep marks nothing.
 	if cp.SweepID != 0 && l.resumable() {
 		r.log.Info("resuming sweep", "sweep_id", cp.SweepID, "pages_done", cp.Pages, "rows_done", cp.Rows)
-	} else if cp, err = l.startSweep(ctx, r, cp, lg); err != nil {
-		return err
+	} else {
+		if first {
+			r.log.Info("first load: reading the whole list")
+		}
+		if cp, err = l.startSweep(ctx, r, cp, lg); err != nil {
+			return err
+		}
 	}
 	for restarted := false; ; restarted = true {
 		r.result.sweepID = cp.SweepID
@@ -91,8 +103,10 @@ func (l *List) followRun(ctx context.Context, r *Run) error {
 		}
 	}
 	if why != "" {
-		r.Note("follow run swept the whole list: %s", why)
-		r.log.Info("follow run sweeps the whole list", "why", why)
+		if !firstLoad(cp) { // a first load says so itself
+			r.Note("follow run swept the whole list: %s", why)
+			r.log.Info("follow run sweeps the whole list", "why", why)
+		}
 		r.result.swept = why
 		busy, err := r.withSweepLock(ctx, func() error { return l.sweepRun(ctx, r) })
 		if err != nil {
@@ -108,6 +122,10 @@ func (l *List) followRun(ctx context.Context, r *Run) error {
 	r.result.followedAt, err = lg.followEnded(ctx, r.conn, why)
 	return err
 }
+
+// firstLoad: the login has no complete sweep of the list yet, so a run
+// reads it whole, whatever its kind.
+func firstLoad(cp db.Checkpoint) bool { return cp.LastCompleted.IsZero() }
 
 // windowRun re-reads the newest pages of the list through the run's
 // login (see window.go): from its first page for a list in descending

@@ -3,6 +3,7 @@ package sync
 import (
 	"time"
 
+	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
@@ -26,4 +27,11 @@ type runResult struct {
 	swept, waited                   string
 	// held counts the rows the deletion guard held.
 	held int64
+	// drift is the drift its commits stored, added up (see heard.go).
+	drift []db.Drift
+	// firstLoad: the run read the login's list whole before any complete
+	// sweep of it had (see sweepRun).
+	firstLoad bool
+	// read is where the complete read it makes stands, for its progress.
+	read readProgress
 }

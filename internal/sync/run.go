@@ -27,7 +27,7 @@ type Run struct {
 	conn     *pgx.Conn
 	runID    int64
 	log      *slog.Logger
-	progress func(model.RunStats)
+	progress func(Progress)
 	// result is what the run did, added up for its Result and
 	// erp.sync_runs.
 	result *runResult

@@ -62,6 +62,9 @@ type Runner struct {
 	// ConfirmDeletions lets the runs mark deleted what the deletion guard
 	// would hold: an operator's confirmation that the rows are gone.
 	ConfirmDeletions bool
+	// ProgressEvery is how often a long run logs its progress at INFO
+	// (0: never; see ProgressEvery).
+	ProgressEvery time.Duration
 }
 
 // Target is a source as its runs see it.
@@ -117,7 +120,14 @@ type Result struct {
 	Waited     string
 	// HeldDeletions is how many rows the deletion guard held.
 	HeldDeletions int64
-	Err           error
+	// Warnings are what the run warned of (see heard.go): what its stream
+	// warned of, its records' drift and rejections, deletions held. Its
+	// summary line is then at WARN; erpsync sync --strict fails it.
+	Warnings []string
+	// FirstLoad: the run read the login's list whole before any complete
+	// sweep of it had.
+	FirstLoad bool
+	Err       error
 }
 
 // Run runs one complete sweep of one stream of one source, through each
@@ -127,9 +137,9 @@ type Result struct {
 // run, or a single ErrBusy result when another process holds the lock.
 // Closing stop lets the commit in flight finish, then ends the run as
 // cancelled and starts no further login; cancelling ctx aborts at once.
-// progress, if not nil, is called after every commit with the login's
-// run totals.
-func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
+// progress, if not nil, is called after every commit with where the
+// login's run stands.
+func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, p Progress)) []Result {
 	return rn.run(ctx, stop, t, s, model.KindSweep, progress)
 }
 
@@ -137,7 +147,7 @@ func (rn *Runner) Run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 // a sweep, under a lock of its own: a sweep under way does not hold it
 // up. A login whose list cannot be followed is swept instead (under the
 // sweep's lock), the reason in its result.
-func (rn *Runner) Follow(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
+func (rn *Runner) Follow(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, p Progress)) []Result {
 	if !s.Declared().Follows {
 		return []Result{{Kind: model.KindFollow, Status: model.StatusFailed, Err: fmt.Errorf("%w: %s", ErrCannotFollow, s.Declared().Name)}}
 	}
@@ -147,7 +157,7 @@ func (rn *Runner) Follow(ctx context.Context, stop <-chan struct{}, t Target, s 
 // Window runs one window run of a paged list (see window.go), as Run does
 // a sweep, under a lock of its own: a sweep under way does not hold it up,
 // and it never touches the sweep.
-func (rn *Runner) Window(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, st model.RunStats)) []Result {
+func (rn *Runner) Window(ctx context.Context, stop <-chan struct{}, t Target, s Stream, progress func(login string, p Progress)) []Result {
 	if !s.Declared().Follows {
 		return []Result{{Kind: model.KindWindow, Status: model.StatusFailed, Err: fmt.Errorf("%w: %s", ErrCannotFollow, s.Declared().Name)}}
 	}
@@ -158,7 +168,7 @@ func (rn *Runner) Window(ctx context.Context, stop <-chan struct{}, t Target, s 
 // followed (and have a window); the others are read whole on every run.
 var ErrCannotFollow = errors.New("only a list paged by cursor or by start/length can be followed; this stream is read whole on every run")
 
-func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, kind model.RunKind, progress func(login string, st model.RunStats)) []Result {
+func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Stream, kind model.RunKind, progress func(login string, p Progress)) []Result {
 	name := s.Declared().Name
 	log := rn.logger().With("source", t.Source, "stream", name)
 	if kind != model.KindSweep {
@@ -193,12 +203,16 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 		if len(t.Logins) > 1 {
 			llog = log.With("login", l.Name)
 		}
-		var p func(model.RunStats)
-		if progress != nil {
-			p = func(st model.RunStats) { progress(l.Name, st) }
-		}
 		start := time.Now()
 		lctx, span, llog := startRunSpan(ctx, t.Source, name, kind, l.Name, llog)
+		logProgress := rn.progressLog(llog)
+		p := func(pr Progress) {
+			pr.Elapsed = time.Since(start)
+			logProgress(pr)
+			if progress != nil {
+				progress(l.Name, pr)
+			}
+		}
 		res := rn.runLogin(lctx, stop, conn, t, l, s, kind, llog, p)
 		res.Login, res.Kind, res.Elapsed = l.Name, kind, time.Since(start)
 		rn.report(t.Source, name, llog, res)
@@ -209,7 +223,7 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 }
 
 // runLogin runs the stream through one login, on the lock's connection.
-func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, t Target, l Login, s Stream, kind model.RunKind, log *slog.Logger, progress func(model.RunStats)) Result {
+func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.Conn, t Target, l Login, s Stream, kind model.RunKind, log *slog.Logger, progress func(Progress)) Result {
 	key := model.Key{Source: t.Source, Stream: s.Declared().Name, Login: l.Name}
 	runID, err := db.StartRun(ctx, conn, key, kind)
 	if err != nil {
@@ -219,13 +233,12 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 	r := &Run{View: &View{target: t, login: l, scope: model.Scope{Key: key}, stop: stop}, runner: rn, kind: kind, info: s.Declared(),
 		conn: conn, runID: runID, log: log, progress: progress, result: out}
 	err = refusedBecause(r.execute(ctx, s), r.info.Permission)
-	if err == nil && (kind == model.KindSweep || out.swept != "") {
-		// What a run that read the whole stream warns of stands until the
-		// next one: a follow run reads too little to clear it.
-		err = db.SetWarning(ctx, conn, key, strings.Join(out.warns, "; "))
+	if err == nil {
+		err = keepWarnings(ctx, conn, key, kind == model.KindSweep || out.swept != "", out)
 	}
 	res := Result{RunID: runID, SweepID: out.sweepID, Stats: out.stats, FreshAt: out.freshAt, FollowedAt: out.followedAt, Swept: out.swept,
-		WindowedAt: out.windowedAt, Waited: out.waited, HeldDeletions: out.held, Err: err, Status: statusOf(err)}
+		WindowedAt: out.windowedAt, Waited: out.waited, HeldDeletions: out.held, Warnings: out.warnings(key.Stream), FirstLoad: out.firstLoad,
+		Err: err, Status: statusOf(err)}
 
 	// The run's context may be cancelled already; the outcome must still
 	// be written. If the lock's connection is gone, the pool's is used.
@@ -245,25 +258,38 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 	return res
 }
 
-// report tells the observer and the log how a run ended.
+// report tells the observer and the log how a run ended: its summary
+// line, at WARN when it warned of something, at ERROR when it failed.
 func (rn *Runner) report(source, stream string, log *slog.Logger, res Result) {
+	// A first load reads the whole list because it must: it is not a
+	// follow run that could not follow.
 	rn.obs().RunFinished(source, stream, model.RunOutcome{Login: res.Login, Kind: res.Kind, Status: res.Status, Elapsed: res.Elapsed,
-		FreshAt: res.FreshAt, FollowedAt: res.FollowedAt, Swept: res.Swept != "", HeldDeletions: res.HeldDeletions})
-	attrs := []any{"status", res.Status, "run_id", res.RunID, "pages", res.Stats.Pages, "rows", res.Stats.Seen,
+		FreshAt: res.FreshAt, FollowedAt: res.FollowedAt, Swept: res.Swept != "" && !res.FirstLoad, HeldDeletions: res.HeldDeletions})
+	var attrs []any
+	if res.FirstLoad {
+		attrs = append(attrs, "first_load", true)
+	}
+	attrs = append(attrs, "status", res.Status, "run_id", res.RunID, "pages", res.Stats.Pages, "rows", res.Stats.Seen,
 		"inserted", res.Stats.Inserted, "updated", res.Stats.Updated, "unchanged", res.Stats.Unchanged,
-		"rejected", res.Stats.Rejected, "deleted", res.Stats.Deleted, "duration", res.Elapsed.Round(time.Millisecond)}
+		"rejected", res.Stats.Rejected, "deleted", res.Stats.Deleted, "duration", res.Elapsed.Round(time.Millisecond))
 	if res.HeldDeletions > 0 {
 		attrs = append(attrs, "deletions_held", res.HeldDeletions)
 	}
-	if res.Swept != "" {
+	if res.Swept != "" && !res.FirstLoad {
 		attrs = append(attrs, "swept_because", res.Swept)
 	}
 	if res.Waited != "" {
 		attrs = append(attrs, "waited_because", res.Waited)
 	}
-	if res.Status == model.StatusFailed {
+	if len(res.Warnings) > 0 {
+		attrs = append(attrs, "warnings", strings.Join(res.Warnings, "; "))
+	}
+	switch {
+	case res.Status == model.StatusFailed:
 		log.Error("sync finished", append(attrs, "err", res.Err)...)
-	} else {
+	case len(res.Warnings) > 0:
+		log.Warn("sync finished", attrs...)
+	default:
 		log.Info("sync finished", attrs...)
 	}
 }

@@ -87,10 +87,7 @@ type fetched struct {
 }
 
 func (r *Run) newPageSource(ctx context.Context, req erp.ListRequest, base int64, prepare func(*erp.Page) *preparedPage, ahead bool) *pageSource {
-	s := &pageSource{run: r, lister: r.login.Client.List(req), prepare: prepare, base: base, cancel: func() {}}
-	if req.Paging != erp.Unpaged {
-		s.asked = req.PageSize
-	}
+	s := &pageSource{run: r, lister: r.login.Client.List(req), prepare: prepare, base: base, asked: req.Asked(), cancel: func() {}}
 	if n := r.runner.Prefetch; n > 0 && ahead {
 		var fctx context.Context
 		fctx, s.cancel = context.WithCancel(ctx)

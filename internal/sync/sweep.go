@@ -92,7 +92,10 @@ func (s *sweep) stage(statements *pgx.Batch, bk *book) staged {
 	cp.Cursor, cp.Order, cp.LastID, cp.MaxKey = last.cursor, next.trail.order, next.trail.last, next.trail.max
 	cp.Pages, cp.Rows = cp.Pages+progress.Pages, cp.Rows+progress.Rows
 	db.QueueSweepProgress(statements, next.cp, progress)
-	st := staged{adopt: func(ctx context.Context, e ended) { s.adopt(ctx, next, e) }}
+	st := staged{adopt: func(ctx context.Context, e ended) {
+		s.adopt(ctx, next, e)
+		s.run.result.read.sweptTo(next.cp.Rows, last.total)
+	}}
 	if last.last {
 		st.last = true
 		st.end = func(ctx context.Context, tx db.Tx, bk *book) (ended, error) { return s.end(ctx, tx, bk, next) }

@@ -75,14 +75,7 @@ func TestCompleteSweep(t *testing.T) {
 	t.Run("ResumesFromItsCheckpointAfterAFailure", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{Invoices: 500})
-		var calls atomic.Int32
-		h.sim.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
-			if r.URL.Path == "/sales/api/invoices/list/" && calls.Add(1) == 4 {
-				w.WriteHeader(http.StatusForbidden)
-				return true
-			}
-			return false
-		})
+		h.refuseInvoicePage(4)
 		h.runner.Prefetch = 0
 		if res := h.run("invoices"); res.Status != model.StatusFailed || res.Stats.Pages != 3 {
 			t.Fatalf("first run: status %s pages %d, want failed after 3 pages (%v)", res.Status, res.Stats.Pages, res.Err)

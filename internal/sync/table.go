@@ -143,7 +143,7 @@ func (e Expectation) Check(rec erp.Record, id string, drift *Drift) {
 	}
 	for i := range rec.Len() {
 		if key, val := rec.Field(i); e.known[string(key)] == "" {
-			found = append(found, drift.add(string(key), "added", erp.Kind(val), erp.Truncate(string(val), 100)))
+			found = append(found, drift.add(string(key), driftAdded, erp.Kind(val), erp.Truncate(string(val), 100)))
 		}
 	}
 	drift.shapes[shape] = found

@@ -16,8 +16,9 @@ import (
 func TestRolesScript(t *testing.T) {
 	// deploy/roles.sql runs twice on a server that has the roles already (the
 	// test template made them): both runs succeed and leave the roles, the
-	// database and its privileges as an installation needs them. The script
-	// holds no password; they come from psql variables.
+	// database and its privileges as an installation needs them, and the
+	// second, run as the documentation writes it, prints nothing. The
+	// script holds no password; they come from psql variables.
 	t.Run("RunsTwiceLeavingWhatAnInstallationNeeds", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

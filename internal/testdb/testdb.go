@@ -153,12 +153,14 @@ func copyPrivileges(ctx context.Context, admin *pgx.Conn, template, database str
 
 // RunRolesScript runs deploy/roles.sql with psql as the test server's
 // administrator, for the database named (created when missing), with
-// more psql variables (name=value), and returns what psql printed.
+// more psql variables (name=value), and returns what psql printed. It
+// runs it as docs/deployment.md does (no -q), ignoring only the
+// machine's ~/.psqlrc (-X).
 func RunRolesScript(ctx context.Context, t testing.TB, database string, vars ...string) (string, error) {
 	t.Helper()
 	psql := testutil.RequireTool(t, "psql", "postgresql-client")
 	script := rolesScript()
-	args := []string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "database=" + database, "-d", AdminURL(), "-f", script}
+	args := []string{"-X", "-v", "ON_ERROR_STOP=1", "-v", "database=" + database, "-d", AdminURL(), "-f", script}
 	for _, v := range vars {
 		args = append(args, "-v", v)
 	}
