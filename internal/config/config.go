@@ -109,7 +109,7 @@ type Source struct {
 	// the daemon spaces window runs and complete sweeps out to fit it,
 	// never follow runs (which it always holds: Load refuses less).
 	RequestsPerHour int
-	Streams              []StreamConfig
+	Streams         []StreamConfig
 	// Keys names the settings of the source, for messages that tell the
 	// operator what to check.
 	Keys SourceKeys

@@ -150,7 +150,10 @@ var keys = []key{
 		set:    func(d dest, v string) error { d.stream.WindowSchedule = v; return checkSchedule(v) }},
 	{name: "window_pages", level: streamLevel, def: "0", follows: true,
 		doc: "a stream that follows: how many of its newest pages a window run re-reads (0 to " + strconv.Itoa(model.MaxWindowPages) + "); 0 learns it from where changes were seen",
-		set: func(d dest, v string) (err error) { d.stream.WindowPages, err = intBetween(v, 0, model.MaxWindowPages); return }},
+		set: func(d dest, v string) (err error) {
+			d.stream.WindowPages, err = intBetween(v, 0, model.MaxWindowPages)
+			return
+		}},
 	{name: "history", level: streamLevel, env: "ERPSYNC_HISTORY", envNames: true, defDoc: "the stream's",
 		doc: "read and checked, no longer obeyed: Postgres keeps the versions of every table with a history; the variable: `none`, or the streams named",
 		set: func(d dest, v string) error { on, err := boolean(v); d.stream.History = &on; return err }},

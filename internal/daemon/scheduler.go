@@ -44,6 +44,7 @@ type schedulerDeps struct {
 type schedulerMetrics interface {
 	Declare(source, stream string, logins []string, interval time.Duration)
 	DeclareFollow(source, stream string, logins []string, interval time.Duration)
+	DeclareWindow(source, stream string, logins []string, interval time.Duration)
 	Skipped(source, stream, reason string)
 	LockHeldByOther(source, stream string, d time.Duration)
 	LockHeldByForeign(source, stream string)
@@ -106,30 +107,42 @@ func (s *scheduler) Start(ctx context.Context) error {
 				return fmt.Errorf("source %s: unknown stream %s", src.Name, sc.Name)
 			}
 			// A stream that follows its list with schedules of its own
-			// has two jobs: complete sweeps on its sweep schedule, follow
-			// runs on its schedule. Otherwise every run is a complete
-			// sweep, on its schedule.
-			// (An empty sweep schedule is the schedule, as the
-			// configuration reads it.)
+			// has up to three jobs: complete sweeps on its sweep schedule,
+			// follow runs on its schedule, window runs on its window
+			// schedule (when it has one). Otherwise every run is a
+			// complete sweep, on its schedule. (An empty sweep schedule
+			// is the schedule, as the configuration reads it.)
 			sweepSpec := cmp.Or(sc.SweepSchedule, sc.Schedule)
 			follows := st.Declared().Follows && sweepSpec != sc.Schedule
+			windows := st.Declared().Follows && sc.WindowSchedule != ""
 			sweep, err := s.newJob(src.Name, st, target, sweepSpec, model.KindSweep, now)
 			if err != nil {
 				return err
 			}
 			d.Metrics.Declare(src.Name, sc.Name, logins, sweep.interval)
-			if !follows {
-				d.Log.Info("scheduled", "source", src.Name, "stream", sc.Name, "every_run", "complete sweep",
-					"schedule", sc.Schedule, "from", sc.ScheduleFrom)
-				continue
+			attrs := []any{"source", src.Name, "stream", sc.Name}
+			if follows {
+				follow, err := s.newJob(src.Name, st, target, sc.Schedule, model.KindFollow, now)
+				if err != nil {
+					return err
+				}
+				d.Metrics.DeclareFollow(src.Name, sc.Name, logins, follow.interval)
+				attrs = append(attrs, "follow_runs", sc.Schedule, "from", sc.ScheduleFrom)
 			}
-			follow, err := s.newJob(src.Name, st, target, sc.Schedule, model.KindFollow, now)
-			if err != nil {
-				return err
+			if windows {
+				window, err := s.newJob(src.Name, st, target, sc.WindowSchedule, model.KindWindow, now)
+				if err != nil {
+					return err
+				}
+				d.Metrics.DeclareWindow(src.Name, sc.Name, logins, window.interval)
+				attrs = append(attrs, "window_runs", sc.WindowSchedule, "windows_from", sc.WindowFrom)
 			}
-			d.Metrics.DeclareFollow(src.Name, sc.Name, logins, follow.interval)
-			d.Log.Info("scheduled", "source", src.Name, "stream", sc.Name, "follow_runs", sc.Schedule, "from", sc.ScheduleFrom,
-				"complete_sweeps", sc.SweepSchedule, "sweeps_from", sc.SweepFrom)
+			if follows || windows {
+				attrs = append(attrs, "complete_sweeps", sweepSpec, "sweeps_from", sc.SweepFrom)
+			} else {
+				attrs = append(attrs, "every_run", "complete sweep", "schedule", sc.Schedule, "from", sc.ScheduleFrom)
+			}
+			d.Log.Info("scheduled", attrs...)
 		}
 	}
 	d.Log.Info("scheduled", "jobs", len(s.jobs), "max_concurrent_runs", d.MaxRuns)
@@ -324,10 +337,8 @@ func (j *job) acquire(deadline time.Time) (release func(), skipped string) {
 // delays it.
 func (j *job) due(ctx context.Context) (due []sync.Login, wake time.Time) {
 	now := j.s.deps.Clock.Now()
-	last := db.LastCompleted
-	if j.kind == model.KindFollow {
-		last = db.LastFollowed
-	}
+	last := map[model.RunKind]func(context.Context, db.Querier, string, string) (map[string]time.Time, error){
+		model.KindSweep: db.LastCompleted, model.KindFollow: db.LastFollowed, model.KindWindow: db.LastWindowed}[j.kind]
 	completed, err := last(ctx, j.s.runner.Pool, j.target.Source, j.stream.Declared().Name)
 	if err != nil {
 		completed = nil
@@ -364,10 +375,8 @@ func (j *job) run(ctx context.Context, due []sync.Login) {
 	}()
 	t := j.target
 	t.Logins = due
-	run := j.s.runner.Run
-	if j.kind == model.KindFollow {
-		run = j.s.runner.Follow
-	}
+	run := map[model.RunKind]func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, model.RunStats)) []sync.Result{
+		model.KindSweep: j.s.runner.Run, model.KindFollow: j.s.runner.Follow, model.KindWindow: j.s.runner.Window}[j.kind]
 	results := run(ctx, j.s.stopper.Draining(), t, j.stream, nil)
 	var busy error
 	if len(results) == 1 && errors.Is(results[0].Err, sync.ErrBusy) {
@@ -400,8 +409,8 @@ func (j *job) checkLock(ctx context.Context, busy error) {
 	source, stream := j.target.Source, j.stream.Declared().Name
 	m := j.s.deps.Metrics
 	// The lock's gauge is the complete sweeps' (their schedule is the
-	// one it is judged against); a follow lock held too long shows as
-	// new records going stale.
+	// one it is judged against); a follow or window lock held too long
+	// shows as new records or recent changes going stale.
 	sweeps := j.kind == model.KindSweep
 	if busy == nil {
 		if sweeps {
@@ -439,7 +448,7 @@ func (j *job) checkLock(ctx context.Context, busy error) {
 	}
 	what := source + "/" + stream
 	if !sweeps {
-		what += " (follow runs)"
+		what += " (" + string(j.kind) + " runs)"
 	}
 	switch {
 	case !h.Erpsync:

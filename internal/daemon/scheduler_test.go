@@ -217,6 +217,61 @@ func TestScheduler(t *testing.T) {
 		}
 	})
 
+	// A list with a window schedule has a third job: window runs, each on its own
+	// schedule, through the logins whose last window is due; a sweep that holds
+	// its lock does not hold them up. A list without one has no window job.
+	t.Run("RunsWindowsOnTheirOwnScheduleWhileASweepHoldsItsLock", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("scheduler test: skipped with -short")
+		}
+		_, simURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
+		src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 2,
+			Streams: []config.StreamConfig{
+				{Name: "invoices", Schedule: "@every 1h", SweepSchedule: "@every 2h", WindowSchedule: "@every 1s"},
+				{Name: "journal_entries", Schedule: "@every 1h", SweepSchedule: "@every 2h"},
+			}}
+		st := startScheduler(t, src, schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword}))
+		ctx := context.Background()
+		windows := func() (int64, error) {
+			var n int64
+			err := st.obs.QueryRow(ctx, `SELECT count(*) FROM erp.sync_runs WHERE stream = 'invoices' AND kind = 'window' AND status = 'succeeded'`).Scan(&n)
+			return n, err
+		}
+		testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "a window run of invoices that read its window", func() (bool, error) {
+			var at *time.Time
+			err := st.obs.QueryRow(ctx, `SELECT max(last_window_at) FROM erp.sync_window WHERE stream = 'invoices'`).Scan(&at)
+			return at != nil, err
+		})
+		conn, err := st.obs.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		release, err := db.LockStream(ctx, conn.Conn(), "default", "invoices", model.KindSweep)
+		if err != nil || release == nil {
+			t.Fatalf("taking the sweep's lock: %v", err)
+		}
+		defer release()
+		before, err := windows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, "two more window runs while the sweep's lock is held", func() (bool, error) {
+			n, err := windows()
+			return n >= before+2, err
+		})
+		st.stop(t)
+		st.rec.mu.Lock()
+		interval, declared := st.rec.windowed["invoices"], st.rec.windowed["journal_entries"]
+		st.rec.mu.Unlock()
+		if interval != time.Second || declared != 0 {
+			t.Errorf("window intervals declared: invoices %s, journal_entries %s; want 1s and none", interval, declared)
+		}
+		if n := count(t, st.obs, `SELECT count(*) FROM erp.sync_runs WHERE stream = 'journal_entries' AND kind = 'window'`); n != 0 {
+			t.Errorf("journal_entries, which has no window schedule, had %d window runs", n)
+		}
+	})
+
 	// A scheduler whose jobs are all waiting for their first tick stops at once,
 	// twice.
 	t.Run("StopsAtOnceWhileEveryJobWaitsForItsFirstTick", func(t *testing.T) {
@@ -568,6 +623,7 @@ type schedRecorder struct {
 	mu          gosync.Mutex
 	declared    map[string][]string      // by stream: the logins declared
 	followed    map[string]time.Duration // by stream: the follow interval declared
+	windowed    map[string]time.Duration // by stream: the window interval declared
 	skipped     map[string]int           // by reason
 	budgetWaits int
 	budgetWait  time.Duration
@@ -576,7 +632,14 @@ type schedRecorder struct {
 }
 
 func newSchedRecorder() *schedRecorder {
-	return &schedRecorder{declared: map[string][]string{}, followed: map[string]time.Duration{}, skipped: map[string]int{}}
+	return &schedRecorder{declared: map[string][]string{}, followed: map[string]time.Duration{}, windowed: map[string]time.Duration{},
+		skipped: map[string]int{}}
+}
+
+func (r *schedRecorder) DeclareWindow(source, stream string, logins []string, interval time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.windowed[stream] = interval
 }
 
 func (r *schedRecorder) DeclareFollow(source, stream string, logins []string, interval time.Duration) {

@@ -198,7 +198,7 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 			p = func(st model.RunStats) { progress(l.Name, st) }
 		}
 		start := time.Now()
-		lctx, span, llog := startRunSpan(ctx, t.Source, name, kind, l.Name, llog)
+		lctx, span, llog := startRunSpan(erp.WithAsker(ctx, erp.Asker{Stream: name, Kind: string(kind)}), t.Source, name, kind, l.Name, llog)
 		res := rn.runLogin(lctx, stop, conn, t, l, s, kind, llog, p)
 		res.Login, res.Kind, res.Elapsed = l.Name, kind, time.Since(start)
 		rn.report(t.Source, name, llog, res)
@@ -248,7 +248,7 @@ func (rn *Runner) runLogin(ctx context.Context, stop <-chan struct{}, conn *pgx.
 // report tells the observer and the log how a run ended.
 func (rn *Runner) report(source, stream string, log *slog.Logger, res Result) {
 	rn.obs().RunFinished(source, stream, model.RunOutcome{Login: res.Login, Kind: res.Kind, Status: res.Status, Elapsed: res.Elapsed,
-		FreshAt: res.FreshAt, FollowedAt: res.FollowedAt, Swept: res.Swept != "", HeldDeletions: res.HeldDeletions})
+		FreshAt: res.FreshAt, FollowedAt: res.FollowedAt, Swept: res.Swept != "", WindowedAt: res.WindowedAt, HeldDeletions: res.HeldDeletions})
 	attrs := []any{"status", res.Status, "run_id", res.RunID, "pages", res.Stats.Pages, "rows", res.Stats.Seen,
 		"inserted", res.Stats.Inserted, "updated", res.Stats.Updated, "unchanged", res.Stats.Unchanged,
 		"rejected", res.Stats.Rejected, "deleted", res.Stats.Deleted, "duration", res.Elapsed.Round(time.Millisecond)}

@@ -27,13 +27,13 @@ const (
 func Invoices() *sync.List {
 	return &sync.List{
 		Info: sync.Info{
-			Name: "invoices",
-			Core: true,
+			Name:           "invoices",
+			Core:           true,
 			Schedule:       followEvery,
 			WindowSchedule: windowEvery,
 			SweepSchedule:  sweepEvery,
-			History:       sync.HistoryOn,
-			Month:         "date",
+			History:        sync.HistoryOn,
+			Month:          "date",
 			Table: &sync.Table{
 				Columns: []sync.Column{
 					{Name: "total_bc", Field: "total_bc", Type: sync.Money},
