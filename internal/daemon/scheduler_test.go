@@ -285,7 +285,7 @@ func TestScheduler(t *testing.T) {
 		ctx := context.Background()
 		_, simURL := newSim(t, erpsim.Options{Invoices: 10})
 		src := config.Source{Name: "default", BaseURL: simURL, PageSize: 100, MaxConcurrentRequests: 1, RequestsPerHour: 200,
-			Logins: []config.Login{{Username: goodUser}},
+			Logins:  []config.Login{{Username: goodUser}},
 			Streams: []config.StreamConfig{{Name: "invoices", Schedule: "@every 30s", WindowSchedule: "@every 10m", SweepSchedule: "@every 24h"}}}
 		dbURL := testdb.New(t)
 		obs := testdb.ObserverPool(t, dbURL)
@@ -688,7 +688,7 @@ type schedRecorder struct {
 	expected    map[model.RunKind]float64
 	budget      int
 	stretch     float64
-	skipped     map[string]int           // by reason
+	skipped     map[string]int // by reason
 	budgetWaits int
 	budgetWait  time.Duration
 	heldByOther time.Duration

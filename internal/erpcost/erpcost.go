@@ -168,7 +168,9 @@ func (s *Stretcher) Factor() float64 {
 }
 
 // Schedule is inner, stretched by the stretcher's factor at each tick.
-func (s *Stretcher) Schedule(inner cron.Schedule) cron.Schedule { return stretched{inner: inner, by: s} }
+func (s *Stretcher) Schedule(inner cron.Schedule) cron.Schedule {
+	return stretched{inner: inner, by: s}
+}
 
 // stretched is a schedule whose ticks are its stretcher's factor apart:
 // an @every schedule's interval times the factor; a cron spec's every
