@@ -15,8 +15,12 @@ type Asker struct {
 	Kind   string
 }
 
-// The kinds of request that are no run's own.
+// The kinds of request that are no run's own (a run's are its kind:
+// sweep, follow, window).
 const (
+	// KindProbe and KindVerify: erpsync probe's and erpsync verify's reads.
+	KindProbe  = "probe"
+	KindVerify = "verify"
 	// KindLogin: the login's own requests, a token, its revocation and
 	// who the login is, whatever run or command needed them.
 	KindLogin = "login"
