@@ -235,14 +235,6 @@ func (s *scheduler) estimate(ctx context.Context, source string, start bool) {
 	}
 }
 
-// Estimate is what the schedules of a source ask of its ERP, as last made.
-func (s *scheduler) Estimate(source string) erpcost.Estimate {
-	c := s.costs[source]
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last
-}
-
 // Stop starts no new run, lets every run commit what it is writing within
 // the grace period, then aborts the runs still going.
 func (s *scheduler) Stop() {
@@ -417,8 +409,13 @@ func (j *job) acquire(deadline time.Time) (release func(), skipped string) {
 // delays it.
 func (j *job) due(ctx context.Context) (due []sync.Login, wake time.Time) {
 	now := j.s.deps.Clock.Now()
-	last := map[model.RunKind]func(context.Context, db.Querier, string, string) (map[string]time.Time, error){
-		model.KindSweep: db.LastCompleted, model.KindFollow: db.LastFollowed, model.KindWindow: db.LastWindowed}[j.kind]
+	last := db.LastCompleted
+	switch j.kind {
+	case model.KindFollow:
+		last = db.LastFollowed
+	case model.KindWindow:
+		last = db.LastWindowed
+	}
 	completed, err := last(ctx, j.s.runner.Pool, j.target.Source, j.stream.Declared().Name)
 	if err != nil {
 		completed = nil
@@ -455,8 +452,13 @@ func (j *job) run(ctx context.Context, due []sync.Login) {
 	}()
 	t := j.target
 	t.Logins = due
-	run := map[model.RunKind]func(context.Context, <-chan struct{}, sync.Target, sync.Stream, func(string, model.RunStats)) []sync.Result{
-		model.KindSweep: j.s.runner.Run, model.KindFollow: j.s.runner.Follow, model.KindWindow: j.s.runner.Window}[j.kind]
+	run := j.s.runner.Run
+	switch j.kind {
+	case model.KindFollow:
+		run = j.s.runner.Follow
+	case model.KindWindow:
+		run = j.s.runner.Window
+	}
 	results := run(ctx, j.s.stopper.Draining(), t, j.stream, nil)
 	var busy error
 	if len(results) == 1 && errors.Is(results[0].Err, sync.ErrBusy) {
