@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/sync/streams"
 	"github.com/erpsync/erpsync/internal/testdb"
 )
 
@@ -82,10 +83,11 @@ func TestFreshness(t *testing.T) {
 				t.Errorf("requests of a complete sweep = %v, want 20 (2,000 invoices, 100 a page)", v)
 			}
 		}
+		sweepSpec := streams.Invoices().Declared().SweepScheduleDefault() // the invoices' default, as the report says it
 		for _, label := range []string{"a complete sweep at 10ms an answer", "a follow run, 0 new: requests (time)",
 			"a follow run, 1 new: requests (time)", "a follow run, 1 new again", "a follow run, 250 new: requests (time)",
 			"  outside sweeps", "  during a complete sweep", "  before: a complete sweep per run, @every 30s",
-			"  follow + sweep @every 168h, nothing new", "  follow + sweep @every 168h, 1 new each run",
+			"  follow + sweep " + sweepSpec + ", nothing new", "  follow + sweep " + sweepSpec + ", 1 new each run",
 			"  follow + a daily sweep, nothing new", "  follow + a daily sweep, 1 new each run",
 			"the daemon's ERP requests an hour (measured)"} {
 			for _, c := range cells(label) {

@@ -343,10 +343,13 @@ func targetOf(src config.Source, log *slog.Logger, obs erp.Observer, tweak ...fu
 	budget := erp.NewBudget(src.MaxConcurrentRequests, src.MaxRequestsPerSecond, bobs)
 	t := sync.Target{Source: src.Name, PageSize: src.PageSize,
 		Prefixes: map[string]string{"messaging": src.MessagingPrefix}, Settings: map[string]map[string]string{},
-		DriftStop: map[string]bool{}}
+		DriftStop: map[string]bool{}, WindowPages: map[string]int{}}
 	for _, st := range src.Streams {
 		t.Settings[st.Name] = st.Settings
 		t.DriftStop[st.Name] = st.Drift == config.DriftStop
+		if st.WindowPages > 0 {
+			t.WindowPages[st.Name] = st.WindowPages
+		}
 	}
 	for _, l := range src.Logins {
 		llog := log.With("source", src.Name)
@@ -405,7 +408,7 @@ func StreamSpecs(c *sync.Catalog) []config.StreamSpec {
 		s, _ := c.Lookup(n)
 		info := s.Declared()
 		sp := config.StreamSpec{Name: n, Schedule: info.ScheduleDefault(), Follows: info.Follows, SweepSchedule: info.SweepScheduleDefault(),
-			Core: info.Core, History: info.History != sync.NoHistory}
+			WindowSchedule: info.WindowSchedule, Core: info.Core, History: info.History != sync.NoHistory}
 		for _, set := range info.Settings {
 			sp.Settings = append(sp.Settings, config.SettingSpec{Key: set.Key, Default: set.Default, Check: set.Check})
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
@@ -17,6 +18,24 @@ type probeLine struct {
 	Source string `json:"source"`
 	sync.ProbeReport
 	Usable bool `json:"usable"`
+	// Window says whether window runs would re-read the list's newest
+	// pages ("" for a list that is not paged).
+	Window string `json:"window,omitempty"`
+}
+
+// windowOf says whether a paged list whose first page showed order has a
+// window: only a list in a strict order of ids does, where its newest
+// pages are (its last, or its first).
+func windowOf(order model.Order) string {
+	switch order {
+	case model.OrderAscending:
+		return "a window applies: window runs re-read its last pages, from an anchor sweeps and follow runs keep"
+	case model.OrderDescending:
+		return "a window applies: window runs re-read its first pages"
+	case model.OrderUnordered:
+		return "no window: not in a strict order of ids, every run reads it whole"
+	}
+	return "a window applies once a complete sweep shows a strict order of ids"
 }
 
 // cmdProbe makes one small read of every enabled (or named) stream's
@@ -65,14 +84,18 @@ func cmdProbe(e *command) error {
 				rep := p.Report(s, "")
 				rep.Problem = "this stream cannot be probed"
 				if pr, ok := s.(sync.Prober); ok {
-					rep = pr.Probe(pctx, p)
+					rep = pr.Probe(erp.WithAsker(pctx, erp.Asker{Stream: s.Declared().Name, Kind: erp.KindProbe}), p)
 				}
 				reports = append(reports, rep)
 			}
 		}
 		sync.ListScopes(reports)
 		for _, rep := range reports {
-			lines = append(lines, probeLine{Source: src.Name, ProbeReport: rep, Usable: rep.Usable()})
+			line := probeLine{Source: src.Name, ProbeReport: rep, Usable: rep.Usable()}
+			if rep.Follow != "" {
+				line.Window = windowOf(rep.Order)
+			}
+			lines = append(lines, line)
 		}
 		pcancel()
 		sync.RevokeTokens([]sync.Target{t}, cfg.Shutdown.Revoke, log)
@@ -110,7 +133,7 @@ func printProbe(w io.Writer, lines []probeLine) {
 			verdict += "; warning: " + w
 		}
 		if l.Follow != "" {
-			verdict += "; " + l.Follow
+			verdict += "; " + l.Follow + "; " + l.Window
 		}
 		status := "-"
 		if l.Status != 0 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // TestProbe documents `erpsync probe`: one small read of each stream's
@@ -31,6 +32,30 @@ func TestProbe(t *testing.T) {
 	}) {
 		return
 	}
+
+	// A list paged by cursor or start/length whose first page keeps a strict
+	// order has a window, and probe says which pages it re-reads; a list read in
+	// one answer has none.
+	t.Run("SaysWhetherAWindowApplies", func(t *testing.T) {
+		r := runMain(t, env, "probe", "--json", "invoices", "currencies")
+		var lines []struct {
+			Stream string `json:"stream"`
+			Order  string `json:"order"`
+			Window string `json:"window"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &lines); err != nil || len(lines) != 2 {
+			t.Fatalf("probe --json: %v\n%s", err, r)
+		}
+		for _, l := range lines {
+			want := map[string]string{"invoices": "a window applies: window runs re-read its last pages", "currencies": ""}[l.Stream]
+			if !strings.HasPrefix(l.Window, want) || want == "" && l.Window != "" {
+				t.Errorf("%s (%s): window %q, want %q", l.Stream, l.Order, l.Window, want)
+			}
+		}
+		if r := runMain(t, env, "probe", "invoices"); !strings.Contains(r.stdout, "a window applies") {
+			t.Errorf("probe's table does not say whether a window applies:\n%s", r.stdout)
+		}
+	})
 
 	// Against an installation that refuses one route, lacks another,
 	// answers a third in an unknown shape and sends drifted fields on a
@@ -110,4 +135,19 @@ func TestProbe(t *testing.T) {
 			t.Errorf("probe with a wrong password\n%s", r)
 		}
 	})
+}
+
+// TestWindowOf is what probe says of a paged list's window, by the order its
+// first page showed: only a strict order has one.
+func TestWindowOf(t *testing.T) {
+	for order, want := range map[model.Order]string{
+		model.OrderAscending:  "a window applies: window runs re-read its last pages",
+		model.OrderDescending: "a window applies: window runs re-read its first pages",
+		model.OrderUnordered:  "no window",
+		model.OrderUnknown:    "a window applies once a complete sweep shows a strict order",
+	} {
+		if got := windowOf(order); !strings.HasPrefix(got, want) {
+			t.Errorf("%q: %q, want %q", order, got, want)
+		}
+	}
 }

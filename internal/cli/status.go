@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erpcost"
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
 )
@@ -44,7 +48,11 @@ func cmdStatus(e *command) error {
 			return !slices.ContainsFunc(named, func(n sync.Stream) bool { return n.Declared().Name == s.Stream })
 		})
 	}
-	warn(st, cfg, time.Now())
+	estimates, err := estimate(ctx, pool, cfg)
+	if err != nil {
+		return err
+	}
+	warn(st, cfg, e.catalog, estimates, time.Now())
 	for i := range st {
 		if s, ok := e.catalog.Lookup(st[i].Stream); ok {
 			st[i].Contract = s.Declared().Contract.String()
@@ -57,35 +65,71 @@ func cmdStatus(e *command) error {
 		return e.writeJSON(st)
 	}
 	printStatus(e.stdout, st)
+	printEstimates(e.stdout, estimates)
 	return nil
+}
+
+// estimate is what each source's schedules ask of its ERP an hour, as the
+// daemon reckons it (stretched to fit its budget), by source.
+func estimate(ctx context.Context, q db.Querier, cfg config.Config) (map[string]erpcost.Estimate, error) {
+	out := map[string]erpcost.Estimate{}
+	for _, src := range cfg.Sources {
+		sizes, err := db.ListSizes(ctx, q, src.Name)
+		if err != nil {
+			return nil, err
+		}
+		out[src.Name] = erpcost.Of(src, sizes)
+	}
+	return out, nil
+}
+
+// printEstimates says, per source, what its schedules ask of its ERP.
+func printEstimates(w io.Writer, estimates map[string]erpcost.Estimate) {
+	for _, name := range slices.Sorted(maps.Keys(estimates)) {
+		fmt.Fprintf(w, "source %s: %s\n", name, estimates[name])
+	}
 }
 
 // warn notes what an operator should look at: a run whose process is
 // gone, a run that has held its stream's lock for more than a few
 // intervals of its schedule (stuck, or its process gone with its session
-// still open), data older than that, deletions held by the guard, and
-// what the login's runs warned of (drift, rejected records, a list that
-// may be cut).
-func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
+// still open), new records, recent changes or data older than that, each
+// judged against its own schedule (window runs and sweeps as stretched to
+// fit the source's budget), deletions held by the guard, and what the
+// login's runs warned of (drift, rejected records, a list that may be
+// cut). It fills in each stream's schedules and what it asks of the ERP.
+func warn(st []model.StreamStatus, cfg config.Config, catalog *sync.Catalog, estimates map[string]erpcost.Estimate, now time.Time) {
 	for i := range st {
 		s := &st[i]
-		// The complete sweeps' schedule judges the data's age; a list
-		// that is followed has its follow runs' too, which judges how late
-		// new records are.
-		var sweepEvery, followEvery time.Duration
+		every := map[model.RunKind]time.Duration{}
 		for _, src := range cfg.Sources {
-			if sc, ok := src.Stream(s.Stream); ok && src.Name == s.Source {
-				s.Schedule, s.SweepSchedule, s.SchedulesFrom = sc.Schedule, sc.SweepSchedule, schedulesFrom(sc)
-				sweepEvery = interval(sc.SweepSchedule, now)
-				if sc.SweepSchedule != sc.Schedule {
-					followEvery = interval(sc.Schedule, now)
-				}
+			sc, ok := src.Stream(s.Stream)
+			if !ok || src.Name != s.Source {
+				continue
+			}
+			follows := false
+			if c, ok := catalog.Lookup(s.Stream); ok {
+				follows = c.Declared().Follows
+			}
+			s.Schedule, s.SweepSchedule, s.WindowSchedule, s.SchedulesFrom = sc.Schedule, sc.SweepSchedule, sc.WindowSchedule, schedulesFrom(sc, follows)
+			e := estimates[src.Name]
+			stretch := func(d time.Duration) time.Duration { return time.Duration(float64(d) * max(e.Stretch, 1)) }
+			every[model.KindSweep] = stretch(interval(sc.SweepSchedule, now))
+			if sc.Followed() {
+				every[model.KindFollow] = interval(sc.Schedule, now)
+			}
+			if sc.WindowSchedule != "" {
+				every[model.KindWindow] = stretch(interval(sc.WindowSchedule, now))
+			}
+			s.RequestsPerHour = e.PerKey[s.Key]
+			if e.Stretch > 1 {
+				s.ScheduleStretch = e.Stretch
 			}
 		}
 		var notes []string
-		running := sweepEvery
-		if s.LastRunKind == model.KindFollow {
-			running = followEvery
+		running := every[model.KindSweep]
+		if s.LastRunKind == model.KindFollow || s.LastRunKind == model.KindWindow {
+			running = every[s.LastRunKind]
 		}
 		switch {
 		case s.ProcessGone:
@@ -93,11 +137,18 @@ func warn(st []model.StreamStatus, cfg config.Config, now time.Time) {
 		case s.LastRunStatus == model.StatusRunning && s.LastRunStarted != nil && model.Overdue(now.Sub(*s.LastRunStarted), running):
 			notes = append(notes, fmt.Sprintf("running for %s, more than %dx its schedule", now.Sub(*s.LastRunStarted).Round(time.Second), model.OverdueFactor))
 		}
-		if s.FreshnessSecs != nil && model.Overdue(time.Duration(*s.FreshnessSecs*float64(time.Second)), sweepEvery) {
-			notes = append(notes, fmt.Sprintf("data %s old, more than %dx its schedule", (time.Duration(*s.FreshnessSecs)*time.Second).Round(time.Second), model.OverdueFactor))
-		}
-		if followEvery > 0 && s.NewRecordsSecs != nil && model.Overdue(time.Duration(*s.NewRecordsSecs*float64(time.Second)), followEvery) {
-			notes = append(notes, fmt.Sprintf("new records %s late, more than %dx its follow schedule", (time.Duration(*s.NewRecordsSecs)*time.Second).Round(time.Second), model.OverdueFactor))
+		for _, age := range []struct {
+			secs *float64
+			kind model.RunKind
+			what string
+		}{
+			{s.FreshnessSecs, model.KindSweep, "data %s old, more than %dx its schedule"},
+			{s.NewRecordsSecs, model.KindFollow, "new records %s late, more than %dx its follow schedule"},
+			{s.RecentChangesSecs, model.KindWindow, "recent changes %s old, more than %dx its window schedule"},
+		} {
+			if age.secs != nil && model.Overdue(time.Duration(*age.secs*float64(time.Second)), every[age.kind]) {
+				notes = append(notes, fmt.Sprintf(age.what, (time.Duration(*age.secs)*time.Second).Round(time.Second), model.OverdueFactor))
+			}
 		}
 		if s.HeldDeletions > 0 {
 			notes = append(notes, sync.HeldWarning(s.HeldDeletions, s.Stream))
@@ -164,15 +215,23 @@ func interval(spec string, now time.Time) time.Duration {
 	return config.Interval(sched, now)
 }
 
-// schedulesFrom says where a stream's schedules came from.
-func schedulesFrom(sc config.StreamConfig) string {
-	switch {
-	case sc.ScheduleFrom == config.FromDefault && (sc.SweepFrom == config.FromDefault || sc.SweepFrom == config.FromSchedule):
-		return "the stream's defaults"
-	case sc.SweepFrom == config.FromSchedule:
-		return sc.ScheduleFrom
+// schedulesFrom says where a stream's schedules came from: "the
+// stream's defaults", or the settings that gave them; for a list that
+// follows and has no window, why.
+func schedulesFrom(sc config.StreamConfig, follows bool) string {
+	var from []string
+	for _, f := range []string{sc.ScheduleFrom, sc.SweepFrom, sc.WindowFrom} {
+		if f == config.FromDefault {
+			f = "the stream's defaults"
+		}
+		if f != config.FromSchedule && f != config.FromNone && f != "" && !slices.Contains(from, f) {
+			from = append(from, f)
+		}
 	}
-	return sc.ScheduleFrom + ", " + sc.SweepFrom
+	if follows && sc.WindowSchedule == "" {
+		from = append(from, "no window: its schedules are set and window_schedule is not")
+	}
+	return strings.Join(from, ", ")
 }
 
 func printStatus(w io.Writer, st []model.StreamStatus) {
@@ -181,7 +240,7 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN\tCONTRACT\tSCHEDULES\tLISTS\tORDER\tLAST RUN\tFINISHED\tLAST SWEEP\tFRESHNESS\tSWEEP\tLAST FOLLOW\tLAST ERROR\tWARNING")
+	fmt.Fprintln(tw, "SOURCE\tSTREAM\tLOGIN\tCONTRACT\tSCHEDULES\tLISTS\tORDER\tLAST RUN\tFINISHED\tLAST SWEEP\tFRESHNESS\tSWEEP\tLAST FOLLOW\tLAST WINDOW\tWINDOW\tLAST ERROR\tWARNING")
 	for _, s := range st {
 		fresh := "never"
 		if s.FreshnessSecs != nil {
@@ -191,9 +250,9 @@ func printStatus(w io.Writer, st []model.StreamStatus) {
 		if s.FollowSwept != "" {
 			follow += " (swept: " + s.FollowSwept + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(s.Login), dash(s.Contract),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Source, s.Stream, dash(s.Login), dash(s.Contract),
 			schedules(s), listScope(s.ListScope), dash(string(s.ListOrder)), lastRun(s), ts(s.LastRunFinished), ts(s.LastSuccess), fresh, sweepState(s),
-			follow, dash(oneLine(s.LastError, 80)), dash(s.Warning))
+			follow, ts(s.LastWindow), window(s.WindowStatus), dash(oneLine(s.LastError, 80)), dash(s.Warning))
 	}
 	tw.Flush()
 }
@@ -206,17 +265,45 @@ func lastRun(s model.StreamStatus) string {
 	return dash(string(s.LastRunStatus))
 }
 
-// schedules says when a stream runs and where that came from: "@every
-// 30s / @every 168h (the stream's defaults)" for a list that is followed.
+// schedules says when a stream runs and where that came from: "follow
+// @every 30s, window @every 10m, sweep @every 24h (the stream's
+// defaults)" for a list that is followed, with how far its window runs
+// and sweeps are stretched to fit the source's budget.
 func schedules(s model.StreamStatus) string {
 	if s.Schedule == "" {
 		return "-"
 	}
-	out := s.Schedule
+	var runs []string
 	if s.SweepSchedule != "" && s.SweepSchedule != s.Schedule {
-		out = "follow " + s.Schedule + ", sweep " + s.SweepSchedule
+		runs = append(runs, "follow "+s.Schedule)
+	}
+	if s.WindowSchedule != "" {
+		runs = append(runs, "window "+s.WindowSchedule)
+	}
+	out := s.Schedule
+	if len(runs) > 0 {
+		out = strings.Join(append(runs, "sweep "+cmp.Or(s.SweepSchedule, s.Schedule)), ", ")
+	}
+	if s.ScheduleStretch > 1 {
+		out += fmt.Sprintf(", window runs and sweeps %.2fx as far apart (requests_per_hour)", s.ScheduleStretch)
 	}
 	return out + " (" + s.SchedulesFrom + ")"
+}
+
+// window says where a login's window of a list stands: "26 pages, ids
+// 974001 to the newest (why it has that size)".
+func window(w model.WindowStatus) string {
+	if w.WindowPages == 0 {
+		return "-"
+	}
+	out := fmt.Sprintf("%d pages", w.WindowPages)
+	if w.WindowFromID != "" {
+		out += ", ids " + w.WindowFromID + " to the newest"
+	}
+	if w.WindowSizeWhy != "" {
+		out += " (" + w.WindowSizeWhy + ")"
+	}
+	return out
 }
 
 func ts(t *time.Time) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -156,6 +157,90 @@ INSERT INTO erp.sync_runs (source, stream, kind, status, started_at, host, pid)
 		r = runMain(t, env, "status", "invoices")
 		if !strings.Contains(r.stdout, "first load in progress: 135 pages, 67500 rows") || strings.Contains(r.stdout, "gone") {
 			t.Errorf("status of a first load whose process holds its lock: want it in progress\n%s", r)
+		}
+	})
+
+	// A list that is followed shows its three schedules and where they came from,
+	// its window (pages, ids, why that size) once a window run read it, and what
+	// each stream asks of the ERP an hour, per login and per source.
+	t.Run("ShowsEachListsWindowItsSchedulesAndWhatTheyAskOfTheERP", func(t *testing.T) {
+		t.Parallel()
+		_, simURL := newSim(t, erpsim.Options{Username: simUser, Password: goodPassword, Invoices: 120, PageSizeCap: 50})
+		dbURL := testdb.New(t)
+		env := erpEnv(simURL, dbURL, goodPassword, "ERPSYNC_ERP_PAGE_SIZE=50")
+		for _, args := range [][]string{{"sync", "invoices"}, {"sync", "--window", "invoices"}} {
+			if r := runMain(t, env, args...); r.code != exitOK {
+				t.Fatalf("%s: exit %d\n%s", args, r.code, r)
+			}
+		}
+		r := runMain(t, env, "status", "--json", "invoices")
+		var st []model.StreamStatus
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st) != 1 {
+			t.Fatalf("status --json invoices: %v\n%s", err, r)
+		}
+		s := st[0]
+		if s.WindowSchedule != "@every 10m" || s.SchedulesFrom != "the stream's defaults" {
+			t.Errorf("window schedule %q from %q, want the default @every 10m", s.WindowSchedule, s.SchedulesFrom)
+		}
+		if s.LastWindow == nil || s.RecentChangesSecs == nil || s.WindowPages != 3 || s.WindowFromID == "" || !strings.Contains(s.WindowSizeWhy, "pages") {
+			t.Errorf("window: last %v, recent changes %v s, %d pages from id %q (%q); want the 3 pages of 120 invoices read",
+				s.LastWindow, s.RecentChangesSecs, s.WindowPages, s.WindowFromID, s.WindowSizeWhy)
+		}
+		// 3 pages a sweep, daily; a window of 3 pages every 10 minutes (18); a
+		// request per follow run (120).
+		want := map[model.RunKind]float64{model.KindFollow: 120, model.KindWindow: 18, model.KindSweep: 3.0 / 24}
+		for kind, n := range want {
+			if math.Abs(s.RequestsPerHour[kind]-n) > 0.01 {
+				t.Errorf("%s asks %.2f requests an hour, want %.2f", kind, s.RequestsPerHour[kind], n)
+			}
+		}
+		r = runMain(t, env, "status")
+		for _, want := range []string{"follow @every 30s, window @every 10m, sweep @every 24h (the stream's defaults)",
+			"3 pages, ids " + s.WindowFromID + " to the newest", "source default: about "} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("status does not say %q:\n%s", want, r.stdout)
+			}
+		}
+	})
+
+	// New records, recent changes and everything are each judged against their own
+	// schedule: recent changes 40 minutes old are late for a window every 10
+	// minutes, not once a budget spaces the windows out 2.5x; 25 minutes is not
+	// late either way.
+	t.Run("JudgesEachFreshnessAgainstItsOwnSchedule", func(t *testing.T) {
+		t.Parallel()
+		dbURL := databaseWith(t, `
+INSERT INTO erp.sync_checkpoints (source, stream, last_sweep_completed_at, last_sweep_rows) VALUES
+  ('default', 'invoices', now() - interval '2 hours', 10000000), ('default', 'journal_entries', now() - interval '2 hours', 10);
+INSERT INTO erp.sync_follow (source, stream, login, last_follow_at) VALUES
+  ('default', 'invoices', '', now() - interval '1 minute'), ('default', 'journal_entries', '', now() - interval '1 minute');
+INSERT INTO erp.sync_window (source, stream, login, last_window_at) VALUES
+  ('default', 'invoices', '', now() - interval '40 minutes'), ('default', 'journal_entries', '', now() - interval '25 minutes');`)
+		warnings := func(env ...string) map[string]string {
+			r := runMain(t, environ(append(env, "ERPSYNC_DATABASE_URL="+dbURL, "ERPSYNC_ERP_BASE_URL=https://erp.example.com",
+				"ERPSYNC_STREAMS=invoices,journal_entries")...), "status", "--json")
+			var st []model.StreamStatus
+			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+				t.Fatalf("status --json: %v\n%s", err, r)
+			}
+			out := map[string]string{}
+			for _, s := range st {
+				out[s.Stream] = s.Warning
+			}
+			return out
+		}
+		got := warnings()
+		if !strings.Contains(got["invoices"], "recent changes 40m0s old, more than 3x its window schedule") || strings.Contains(got["invoices"], "new records") ||
+			strings.Contains(got["invoices"], "data ") {
+			t.Errorf("invoices warning %q, want recent changes late alone", got["invoices"])
+		}
+		if got["journal_entries"] != "" {
+			t.Errorf("journal_entries warning %q, want none", got["journal_entries"])
+		}
+		// 10,000,000 invoices at 500 a page, daily, leave 380 of a budget of 500
+		// to sweeps (833) and windows (240 of both lists): 2.8x.
+		if got := warnings("ERPSYNC_ERP_REQUESTS_PER_HOUR=500"); got["invoices"] != "" {
+			t.Errorf("invoices warning %q under a budget that spaces windows out, want none", got["invoices"])
 		}
 	})
 

@@ -105,7 +105,11 @@ type Source struct {
 	MaxConcurrentRequests int
 	// MaxRequestsPerSecond, when positive, spaces those requests.
 	MaxRequestsPerSecond float64
-	Streams              []StreamConfig
+	// RequestsPerHour, when positive, is a budget of requests an hour:
+	// the daemon spaces window runs and complete sweeps out to fit it,
+	// never follow runs (which it always holds: Load refuses less).
+	RequestsPerHour int
+	Streams         []StreamConfig
 	// Keys names the settings of the source, for messages that tell the
 	// operator what to check.
 	Keys SourceKeys
@@ -160,11 +164,17 @@ type StreamConfig struct {
 	// SweepSchedule is when a stream that follows reads its whole list (a
 	// complete sweep). For a stream that cannot follow it is Schedule.
 	SweepSchedule string
-	// ScheduleFrom and SweepFrom say where the two came from: the setting
-	// as the user wrote it ("ERPSYNC_SCHEDULE",
+	// WindowSchedule is when a stream that follows re-reads its newest
+	// pages (a window run); "" for none.
+	WindowSchedule string
+	// ScheduleFrom, SweepFrom and WindowFrom say where the three came
+	// from: the setting as the user wrote it ("ERPSYNC_SCHEDULE",
 	// "sources[0].streams.invoices.schedule"), FromDefault, or, for
-	// SweepFrom, FromSchedule.
-	ScheduleFrom, SweepFrom string
+	// SweepFrom, FromSchedule; for no window, FromNone.
+	ScheduleFrom, SweepFrom, WindowFrom string
+	// WindowPages is how many pages its window re-reads (window_pages); 0
+	// learns it.
+	WindowPages int
 	// Drift is what a run does when records stop matching the stream's
 	// typed columns: DriftRecord or DriftStop.
 	Drift string
@@ -185,7 +195,17 @@ const (
 	// complete sweep, as before streams could follow. A stream that
 	// cannot follow always has this one.
 	FromSchedule = "schedule"
+	// FromNone: a stream that follows has no window, because its
+	// schedule or sweep schedule is set and its window schedule is not:
+	// such a configuration keeps the meaning it had before windows.
+	FromNone = "none"
 )
+
+// Followed reports whether the stream follows its list between complete
+// sweeps: its follow runs have a schedule of their own.
+func (sc StreamConfig) Followed() bool {
+	return sc.SweepSchedule != "" && sc.SweepSchedule != sc.Schedule
+}
 
 // What a run does when records stop matching the stream's typed columns.
 const (
@@ -214,6 +234,9 @@ type StreamSpec struct {
 	// SweepSchedule is the default schedule of its complete sweeps when
 	// it Follows; "" is Schedule.
 	SweepSchedule string
+	// WindowSchedule is the default schedule of its window runs when it
+	// Follows; "" is none.
+	WindowSchedule string
 	// Core: enabled when neither the file nor ERPSYNC_STREAMS names any.
 	Core bool
 	// History: the stream has a history table, so it can keep history.

@@ -408,11 +408,11 @@ func (r *fileReader) streams(n *yaml.Node, at string) map[string]map[string]scal
 }
 
 // unknownSetting says a stream takes no such key, listing those it takes
-// (sweep_schedule only for a stream that follows) and the nearest.
+// (those of a stream that follows only for one) and the nearest.
 func unknownSetting(sp StreamSpec, key string) string {
 	var takes []string
 	for _, k := range fileKeys(streamLevel) {
-		if k != sweepScheduleKey.name || sp.Follows {
+		if sk, _ := keyAt(streamLevel, k); !sk.follows || sp.Follows {
 			takes = append(takes, k)
 		}
 	}

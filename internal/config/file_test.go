@@ -65,7 +65,7 @@ func TestFileKeys(t *testing.T) {
 			{"sources:\n  - name: a\n    login:\n      - {username: u}\n", `c.yaml:3: sources[0].login: unknown key; did you mean "logins"?`},
 			{"log_levle: debug\n", `c.yaml:1: log_levle: unknown key; did you mean "log_level"?`},
 			{"sources:\n  - logins:\n      - {username: u, pasword_file: /x}\n", `c.yaml:3: sources[0].logins[0].pasword_file: unknown key; did you mean "password_file"?`},
-			{"sources:\n  - streams:\n      invoices: {schedul: '@hourly'}\n", `sources[0].streams.invoices.schedul: unknown setting; invoices takes schedule, sweep_schedule, history, drift; did you mean "schedule"?`},
+			{"sources:\n  - streams:\n      invoices: {schedul: '@hourly'}\n", `sources[0].streams.invoices.schedul: unknown setting; invoices takes schedule, sweep_schedule, window_schedule, window_pages, history, drift; did you mean "schedule"?`},
 			{"sources:\n  - streams:\n      invoices: {drfit: stop}\n", `did you mean "drift"?`},
 		} {
 			err := load(t, tt.yaml)

@@ -18,7 +18,7 @@ const (
 
 // testSpecs is a catalog as configuration sees the product's.
 var testSpecs = []StreamSpec{
-	{Name: "invoices", Schedule: "@every 5m", Follows: true, SweepSchedule: "@every 6h", Core: true, History: true},
+	{Name: "invoices", Schedule: "@every 5m", Follows: true, SweepSchedule: "@every 6h", WindowSchedule: "@every 20m", Core: true, History: true},
 	{Name: "currencies", Schedule: "@every 30m", Core: true, History: true},
 	{Name: "cashboxes", Schedule: "@every 30m", Core: true, History: true},
 	{Name: "cashbox_reconciliations", Schedule: "@every 30m", Core: true, History: true},

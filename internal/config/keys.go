@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // level is where in the file a key is written.
@@ -33,6 +34,9 @@ type key struct {
 	// top: a stream key also written at the top of the file, for every
 	// stream that sets it neither itself nor through env.
 	top bool
+	// follows: a stream key that only a stream that follows its list
+	// takes.
+	follows bool
 	// envNames: env lists the streams for which the key is true ("none"
 	// for none), and wins over the file.
 	envNames bool
@@ -113,6 +117,9 @@ var keys = []key{
 			d.src.MaxRequestsPerSecond, err = floatBetween(v, 0, 10000)
 			return
 		}},
+	{name: "requests_per_hour", level: sourceLevel, env: "ERPSYNC_ERP_REQUESTS_PER_HOUR", def: "0",
+		doc: "a budget of requests an hour to the installation: window runs and complete sweeps are spaced out to fit it, follow runs never (0 is none; [The request budget](#the-request-budget))",
+		set: func(d dest, v string) (err error) { d.src.RequestsPerHour, err = intBetween(v, 0, 100_000_000); return }},
 	{name: "page_size", level: sourceLevel, env: "ERPSYNC_ERP_PAGE_SIZE", def: "500",
 		doc: "records per page requested (1 to 10000)",
 		set: func(d dest, v string) (err error) { d.src.PageSize, err = intBetween(v, 1, 10000); return }},
@@ -134,9 +141,19 @@ var keys = []key{
 	{name: "schedule", level: streamLevel, env: "ERPSYNC_SCHEDULE", top: true, defDoc: "the stream's",
 		doc: "cron spec (5 fields, `@every 5m`, `CRON_TZ=Europe/Berlin 0 6 * * *`): every run, or the follow runs of a stream that follows",
 		set: func(d dest, v string) error { d.stream.Schedule = v; return checkSchedule(v) }},
-	{name: "sweep_schedule", level: streamLevel, env: "ERPSYNC_SWEEP_SCHEDULE", top: true, defDoc: "its `schedule` if set, else the stream's",
+	{name: "sweep_schedule", level: streamLevel, env: "ERPSYNC_SWEEP_SCHEDULE", top: true, follows: true, defDoc: "its `schedule` if set, else the stream's",
 		doc: "a stream that follows: when it reads its whole list ([Schedules](#streams-schedules-and-settings-per-stream))",
 		set: func(d dest, v string) error { d.stream.SweepSchedule = v; return checkSchedule(v) }},
+	{name: "window_schedule", level: streamLevel, env: "ERPSYNC_WINDOW_SCHEDULE", top: true, follows: true,
+		defDoc: "the stream's where neither `schedule` nor `sweep_schedule` is set; else none",
+		doc:    "a stream that follows: when it re-reads its newest pages, where records change most ([Schedules](#streams-schedules-and-settings-per-stream))",
+		set:    func(d dest, v string) error { d.stream.WindowSchedule = v; return checkSchedule(v) }},
+	{name: "window_pages", level: streamLevel, def: "0", follows: true,
+		doc: "a stream that follows: how many of its newest pages a window run re-reads (0 to " + strconv.Itoa(model.MaxWindowPages) + "); 0 learns it from where changes were seen",
+		set: func(d dest, v string) (err error) {
+			d.stream.WindowPages, err = intBetween(v, 0, model.MaxWindowPages)
+			return
+		}},
 	{name: "history", level: streamLevel, env: "ERPSYNC_HISTORY", envNames: true, defDoc: "the stream's",
 		doc: "read and checked, no longer obeyed: Postgres keeps the versions of every table with a history; the variable: `none`, or the streams named",
 		set: func(d dest, v string) error { on, err := boolean(v); d.stream.History = &on; return err }},
@@ -227,6 +244,9 @@ var (
 	clientSecretKey  = keyNamed(loginLevel, "client_secret")
 	scheduleKey      = keyNamed(streamLevel, "schedule")
 	sweepScheduleKey = keyNamed(streamLevel, "sweep_schedule")
+	windowKey        = keyNamed(streamLevel, "window_schedule")
+	windowPagesKey   = keyNamed(streamLevel, "window_pages")
+	requestsKey      = keyNamed(sourceLevel, "requests_per_hour")
 	historyKey       = keyNamed(streamLevel, "history")
 	streamsEnv       = keyNamed(topLevel, "streams").env
 )

@@ -338,7 +338,7 @@ func (l *loader) source(p place, fs fileSource, enabled []string) Source {
 	d := dest{src: &src}
 	l.apply(p, d, nameKey)
 	p.source = src.Name
-	_, failed := l.applyAll(p, d, sourceLevel)
+	set, failed := l.applyAll(p, d, sourceLevel)
 	src.Keys.MaxResponse = p.value(maxResponseKey).from
 	if l.needERP && src.BaseURL == "" && !p.unsure(baseURLKey, failed) {
 		l.report(p.missing(p.value(baseURLKey).from, errors.New("not set")))
@@ -358,7 +358,24 @@ func (l *loader) source(p place, fs fileSource, enabled []string) Source {
 	for _, n := range names {
 		src.Streams = append(src.Streams, l.stream(p, n, fs.streams[n]))
 	}
+	if err := budgetHoldsFollows(src); err != nil {
+		l.report(p.fail(set[requestsKey.name], err))
+	}
 	return src
+}
+
+// budgetHoldsFollows refuses a budget of requests an hour that the
+// follow runs alone would spend: the daemon stretches window runs and
+// complete sweeps to fit a budget, never follow runs, so such a budget
+// could never be kept.
+func budgetHoldsFollows(src Source) error {
+	budget := float64(src.RequestsPerHour)
+	need, parts := src.FollowRequestsPerHour()
+	if budget == 0 || budget > need {
+		return nil
+	}
+	return fmt.Errorf("%d requests an hour cannot hold even the follow runs, which ask %.0f (%s), and window runs and complete sweeps need some more: it would take more than %.0f, or follow runs less often",
+		src.RequestsPerHour, need, strings.Join(parts, "; "), need)
 }
 
 // logins builds a source's logins: its list, or its one login from the
@@ -439,15 +456,15 @@ func (l *loader) stream(src place, name string, fs map[string]scalar) StreamConf
 		l.report(p.fail(h, fmt.Errorf("%s keeps no history; streams that can: %s",
 			name, strings.Join(specNames(l.specs, func(s StreamSpec) bool { return s.History }), ", "))))
 	}
-	if failed[scheduleKey.name] || failed[sweepScheduleKey.name] {
+	if failed[scheduleKey.name] || failed[sweepScheduleKey.name] || failed[windowKey.name] {
 		return sc // the schedules that follow from them would repeat the mistake
 	}
-	warning, err := schedules(p, &sc, sp, l.specs, set[scheduleKey.name], set[sweepScheduleKey.name])
+	warnings, err := schedules(p, &sc, sp, l.specs, set[scheduleKey.name], set[sweepScheduleKey.name], set[windowKey.name], set[windowPagesKey.name])
 	if err != nil {
 		l.report(*err)
 	}
-	if warning != "" {
-		l.warn(warning)
+	for _, w := range warnings {
+		l.warn(w)
 	}
 	return sc
 }

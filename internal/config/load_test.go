@@ -469,7 +469,7 @@ sources:
 		for _, bad := range []struct{ yaml, want string }{
 			{"balance_sheet: {monthz: 3}", `sources[0].streams.balance_sheet.monthz: unknown setting; balance_sheet takes schedule, history, drift, months, reread_months; did you mean "months"?`},
 			{"balance_sheet: {months: many}", `sources[0].streams.balance_sheet.months: "many": not a number of months`},
-			{"invoices: {months: 3}", "sources[0].streams.invoices.months: unknown setting; invoices takes schedule, sweep_schedule, history, drift"},
+			{"invoices: {months: 3}", "sources[0].streams.invoices.months: unknown setting; invoices takes schedule, sweep_schedule, window_schedule, window_pages, history, drift"},
 			{"invoices: {history: maybe}", "sources[0].streams.invoices.history"},
 		} {
 			p := oneSource(t, "    streams:\n      "+bad.yaml+"\n")

@@ -2,9 +2,12 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	_ "time/tzdata" // CRON_TZ schedules must parse on hosts without zoneinfo
+
+	"github.com/erpsync/erpsync/internal/model"
 )
 
 // TestSchedules is when streams run: cron specs, and the two schedules of a
@@ -153,5 +156,150 @@ func TestDrift(t *testing.T) {
 	t.Run("RefusesAnyOtherWord", func(t *testing.T) {
 		_, err := load(t, "drift: halt")
 		wantConfigError(t, err, `sources[0].streams.invoices.drift: "halt" is not record or stop`)
+	})
+}
+
+// TestWindowSchedules is the third schedule of a stream that follows: its
+// window runs, which a configuration written before windows gets only
+// when it asks.
+func TestWindowSchedules(t *testing.T) {
+	// windowOf loads a source enabling invoices (which follows) and
+	// currencies (which does not) and renders invoices' window as
+	// "schedule (from), pages".
+	windowOf := func(t *testing.T, env []string, top, invoices, currencies string) (string, Config, error) {
+		t.Helper()
+		yaml := top + "\nsources:\n  - base_url: https://erp.example.com\n    streams:\n      invoices: {" + invoices + "}\n      currencies: {" + currencies + "}\n"
+		cfg, err := Load(env, Options{Streams: testSpecs, ConfigFile: writeFile(t, "c.yaml", yaml)})
+		if err != nil {
+			return "", cfg, err
+		}
+		if c, _ := cfg.Sources[0].Stream("currencies"); c.WindowSchedule != "" || c.WindowFrom != FromNone {
+			t.Errorf("currencies has a window: %q (%s)", c.WindowSchedule, c.WindowFrom)
+		}
+		sc, _ := cfg.Sources[0].Stream("invoices")
+		return fmt.Sprintf("%s (%s), %d", sc.WindowSchedule, sc.WindowFrom, sc.WindowPages), cfg, nil
+	}
+	const own = "sources[0].streams.invoices."
+
+	for _, tt := range []struct {
+		name, top, invoices string
+		env                 []string
+		want                string
+	}{
+		{name: "AStreamConfiguredWithNoScheduleTakesItsDefault", want: "@every 20m (default), 0"},
+		{name: "AStreamsScheduleKeepsItWithoutAWindow", invoices: `schedule: "@every 2m"`, want: " (none), 0"},
+		{name: "AStreamsSweepScheduleKeepsItWithoutAWindow", invoices: `sweep_schedule: "@daily"`, want: " (none), 0"},
+		{name: "ERPSYNC_SCHEDULEKeepsItWithoutAWindow", env: []string{"ERPSYNC_SCHEDULE=@every 10m"}, want: " (none), 0"},
+		{name: "TheFilesScheduleKeepsItWithoutAWindow", top: `schedule: "@every 15m"`, want: " (none), 0"},
+		{name: "AWindowScheduleAsksForOne", invoices: `schedule: "@every 2m", sweep_schedule: "@daily", window_schedule: "@every 15m"`,
+			want: "@every 15m (" + own + "window_schedule), 0"},
+		{name: "ERPSYNC_WINDOW_SCHEDULEAsksForOne", env: []string{"ERPSYNC_WINDOW_SCHEDULE=@every 5m"}, invoices: `sweep_schedule: "@daily"`,
+			want: "@every 5m (ERPSYNC_WINDOW_SCHEDULE), 0"},
+		{name: "TheFilesWindowScheduleAsksForOne", top: `sweep_schedule: "@daily"` + "\nwindow_schedule: '@hourly'", want: "@hourly (window_schedule), 0"},
+		{name: "WindowPagesSetsTheWindowsSize", invoices: `window_pages: 30`, want: "@every 20m (default), 30"},
+		{name: "WindowPagesZeroLearnsIt", invoices: `window_pages: 0`, want: "@every 20m (default), 0"},
+		{name: "WindowPagesTakesTheLargestWindow", invoices: fmt.Sprintf(`window_pages: %d`, model.MaxWindowPages),
+			want: fmt.Sprintf("@every 20m (default), %d", model.MaxWindowPages)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, cfg, err := windowOf(t, tt.env, tt.top, tt.invoices, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("window %q, want %q", got, tt.want)
+			}
+			if len(cfg.Warnings) > 0 {
+				t.Errorf("warnings: %q", cfg.Warnings)
+			}
+		})
+	}
+
+	t.Run("RefusesAWindowOfAStreamThatCannotFollow", func(t *testing.T) {
+		_, _, err := windowOf(t, nil, "", "", `window_schedule: "@hourly"`)
+		wantConfigError(t, err, "sources[0].streams.currencies.window_schedule", "currencies cannot follow", "streams that can follow: invoices, journal_entries")
+		_, _, err = windowOf(t, nil, "", "", `window_pages: 5`)
+		wantConfigError(t, err, "sources[0].streams.currencies.window_pages", "currencies cannot follow")
+	})
+
+	t.Run("LeavesTheStreamsThatCannotFollowOutOfTheSharedSettings", func(t *testing.T) {
+		if _, _, err := windowOf(t, []string{"ERPSYNC_WINDOW_SCHEDULE=@every 5m"}, "", "", ""); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("RefusesWindowPagesBeyondTheLargestWindow", func(t *testing.T) {
+		for _, v := range []string{"-1", strconv.Itoa(model.MaxWindowPages + 1), "2.5", "many"} {
+			_, _, err := windowOf(t, nil, "", "window_pages: "+v, "")
+			wantConfigError(t, err, own+"window_pages")
+		}
+	})
+
+	t.Run("RefusesAWindowScheduleThatDoesNotParse", func(t *testing.T) {
+		_, _, err := windowOf(t, nil, "", `window_schedule: "often"`, "")
+		wantConfigError(t, err, own+`window_schedule: "often"`)
+	})
+
+	t.Run("WarnsOfWindowPagesWithoutAWindow", func(t *testing.T) {
+		_, cfg, err := windowOf(t, nil, "", `schedule: "@every 2m", window_pages: 10`, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], own+"window_pages") || !strings.Contains(cfg.Warnings[0], "no window") {
+			t.Errorf("warnings %q, want one naming window_pages", cfg.Warnings)
+		}
+	})
+
+	t.Run("WarnsOfAWindowNoMoreFrequentThanSweeps", func(t *testing.T) {
+		_, cfg, err := windowOf(t, nil, "", `window_schedule: "@every 6h"`, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], own+"window_schedule") {
+			t.Errorf("warnings %q, want one naming window_schedule", cfg.Warnings)
+		}
+	})
+}
+
+// TestRequestBudget is a source's budget of requests an hour: it must
+// hold more than the follow runs, which it never stretches.
+func TestRequestBudget(t *testing.T) {
+	load := func(t *testing.T, env []string, source string) (Config, error) {
+		t.Helper()
+		yaml := "sources:\n  - base_url: https://erp.example.com\n    logins: [{username: a, password_env: P}, {username: b, password_env: P}]\n" + source
+		return Load(append(env, "P=secret"), Options{Streams: testSpecs, ConfigFile: writeFile(t, "c.yaml", yaml)})
+	}
+	// invoices follows every 5 minutes through two logins: 24 requests an
+	// hour at least.
+	const follows = "    streams: {invoices: {}, currencies: {}}\n"
+	t.Run("IsNoneByDefault", func(t *testing.T) {
+		cfg, err := load(t, nil, follows)
+		if err != nil || cfg.Sources[0].RequestsPerHour != 0 {
+			t.Fatalf("budget %d, %v; want none", cfg.Sources[0].RequestsPerHour, err)
+		}
+	})
+	t.Run("HoldsMoreThanTheFollowRuns", func(t *testing.T) {
+		cfg, err := load(t, nil, "    requests_per_hour: 25\n"+follows)
+		if err != nil || cfg.Sources[0].RequestsPerHour != 25 {
+			t.Fatalf("budget %d, %v; want 25", cfg.Sources[0].RequestsPerHour, err)
+		}
+	})
+	t.Run("RefusesABudgetTheFollowRunsWouldSpend", func(t *testing.T) {
+		for _, budget := range []string{"24", "10"} {
+			_, err := load(t, nil, "    requests_per_hour: "+budget+"\n"+follows)
+			wantConfigError(t, err, "sources[0].requests_per_hour", "cannot hold even the follow runs, which ask 24",
+				`invoices: 2 logins × 12 follow runs an hour of "@every 5m"`, "it would take more than 24")
+		}
+		_, err := load(t, []string{"ERPSYNC_ERP_REQUESTS_PER_HOUR=20"}, follows)
+		wantConfigError(t, err, "ERPSYNC_ERP_REQUESTS_PER_HOUR", "which ask 24")
+	})
+	t.Run("TakesAnyBudgetWhereNothingFollows", func(t *testing.T) {
+		if _, err := load(t, nil, "    requests_per_hour: 1\n    streams: {invoices: {schedule: '@every 5m'}}\n"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("RefusesANegativeBudget", func(t *testing.T) {
+		_, err := load(t, nil, "    requests_per_hour: -5\n"+follows)
+		wantConfigError(t, err, "sources[0].requests_per_hour")
 	})
 }

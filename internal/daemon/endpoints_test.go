@@ -394,6 +394,13 @@ func TestEndpoints(t *testing.T) {
 		if v := h.metric(fams, "erpsync_erp_requests_total", with("route", invoicesPath, "code", "200")); v < 5 {
 			t.Errorf("erpsync_erp_requests_total{route=%s,code=200} = %v, want >= 5", invoicesPath, v)
 		}
+		// Each request is counted with the stream and kind of run it served.
+		if v := h.metric(fams, "erpsync_erp_requests_total", with("route", invoicesPath, "stream", "invoices")); v < 5 {
+			t.Errorf("erpsync_erp_requests_total{route=%s,stream=invoices} = %v, want >= 5", invoicesPath, v)
+		}
+		if v, ok := metricValue(fams, "erpsync_erp_requests_total", with("kind", "other")); ok && v > 0 {
+			t.Errorf("erpsync_erp_requests_total{kind=other} = %v: requests no run said it served", v)
+		}
 		if v := h.metric(fams, "erpsync_erp_requests_total", with("code", "429")); v < 1 {
 			t.Errorf("erpsync_erp_requests_total{code=429} = %v, want >= 1", v)
 		}

@@ -23,8 +23,9 @@ type prunerDeps struct {
 
 // pruner keeps the bookkeeping tables from growing forever: every so
 // often it removes runs older than the retention (keeping each stream's
-// last Keep runs) and rejected records not rejected again within it.
-// Replicas may prune at the same time: deleting twice is harmless.
+// last Keep runs), rejected records not rejected again within it, and
+// where changes were seen longer ago than changePositionsKept. Replicas
+// may prune at the same time: deleting twice is harmless.
 type pruner struct {
 	deps     prunerDeps
 	stop     context.CancelFunc
@@ -35,6 +36,9 @@ type pruner struct {
 const (
 	pruneEvery = time.Hour
 	pruneKeep  = 20
+	// changePositionsKept: windows learn their size from the changes of
+	// the last days; positions older than this serve nothing.
+	changePositionsKept = 30 * 24 * time.Hour
 )
 
 func newPruner(deps prunerDeps) *pruner { return &pruner{deps: deps, done: make(chan struct{})} }
@@ -78,5 +82,16 @@ func (p *pruner) prune(ctx context.Context) {
 	}
 	if runs+rejected > 0 {
 		p.deps.Log.Info("retention: pruned old bookkeeping", "sync_runs", runs, "rejected_records", rejected, "older_than", p.deps.Retention)
+	}
+	// By this host's clock, which the database's (the positions' seen_at)
+	// does not stray far from over days.
+	positions, err := db.ForgetChangePositions(ctx, pools.Service, time.Now().Add(-changePositionsKept))
+	p.deps.Metrics.Pruned("change_positions", positions)
+	if err != nil {
+		p.deps.Log.Warn("retention: forgetting where changes were failed; will try again", "err", err)
+		return
+	}
+	if positions > 0 {
+		p.deps.Log.Info("retention: forgot where changes were seen", "change_positions", positions, "older_than", changePositionsKept)
 	}
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // TestPruner documents the pruner of old bookkeeping: runs and rejected records
-// past the retention, a minute after start and hourly after that.
+// past the retention, and where changes were seen past 30 days, a minute after
+// start and hourly after that.
 func TestPruner(t *testing.T) {
 	// On a database holding old bookkeeping, nothing is pruned before First has passed
 	// on the pruner's clock; then runs older than the retention go except each
@@ -66,6 +67,14 @@ func TestPruner(t *testing.T) {
 			if _, err := obs.Exec(ctx, `INSERT INTO erp.rejected_records (source, stream, reason, record, record_hash, rejected_at, last_seen)
 			VALUES ('default', 'invoices', 'test', $1, sha256($1), now() - make_interval(days => $2 + 10), now() - make_interval(days => $2))`,
 				[]byte(fmt.Sprintf(`{"id":%d}`, i)), ageDays); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Where changes were seen: 40 and 31 days ago (past the 30 days kept), 29
+		// days and an hour ago.
+		for _, age := range []string{"40 days", "31 days", "29 days", "1 hour"} {
+			if _, err := obs.Exec(ctx, `INSERT INTO erp.change_positions (source, stream, login, kind, read_id, page, pages_from_end, changes, seen_at)
+			VALUES ('default', 'invoices', 'north', 'window', 1, 1, 0, 1, now() - $1::interval)`, age); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -122,9 +131,9 @@ func TestPruner(t *testing.T) {
 
 		clock.Advance(time.Second)
 		testutil.Eventually(t, 30*time.Second, 5*time.Millisecond, "the first pruning to report", func() (bool, error) {
-			return len(metrics.get()) == 2 && clock.Waiting() == 1, nil
+			return len(metrics.get()) == 3 && clock.Waiting() == 1, nil
 		})
-		want := []string{fmt.Sprintf("sync_runs=%d", wantPrunedRuns), "rejected_records=4"}
+		want := []string{fmt.Sprintf("sync_runs=%d", wantPrunedRuns), "rejected_records=4", "change_positions=2"}
 		if got := metrics.get(); !slices.Equal(got, want) {
 			t.Errorf("Pruned calls %v, want %v", got, want)
 		}
@@ -137,6 +146,9 @@ func TestPruner(t *testing.T) {
 		if n := count(t, obs, `SELECT count(*) FROM erp.rejected_records`); n != 3 {
 			t.Errorf("%d rejected records left, want the 3 seen within the retention", n)
 		}
+		if n := count(t, obs, `SELECT count(*) FROM erp.change_positions WHERE seen_at > now() - interval '30 days'`); n != 2 {
+			t.Errorf("%d change positions of the last 30 days left, want 2", n)
+		}
 		if asked := clock.Asked(); len(asked) != 2 || asked[1] != every {
 			t.Errorf("waits asked %v, want [First, Every]", asked)
 		}
@@ -144,16 +156,16 @@ func TestPruner(t *testing.T) {
 		// Every later: prunes again, finding nothing.
 		clock.Advance(every)
 		testutil.Eventually(t, 30*time.Second, 5*time.Millisecond, "the second pruning to report", func() (bool, error) {
-			return len(metrics.get()) == 4 && clock.Waiting() == 1, nil
+			return len(metrics.get()) == 6 && clock.Waiting() == 1, nil
 		})
-		if got := metrics.get()[2:]; !slices.Equal(got, []string{"sync_runs=0", "rejected_records=0"}) {
+		if got := metrics.get()[3:]; !slices.Equal(got, []string{"sync_runs=0", "rejected_records=0", "change_positions=0"}) {
 			t.Errorf("second pruning: %v, want nothing pruned", got)
 		}
 
 		returnsWithin(t, 10*time.Second, "pruner Stop", p.Stop)
 		returnsWithin(t, time.Second, "a second pruner Stop", p.Stop)
 		clock.Advance(every)
-		if got := metrics.get(); len(got) != 4 {
+		if got := metrics.get(); len(got) != 6 {
 			t.Errorf("the pruner pruned after Stop: %v", got)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	gosync "sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/erpcost"
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/sync"
@@ -46,10 +48,12 @@ type schedulerDeps struct {
 type schedulerMetrics interface {
 	Declare(source, stream string, logins []string, interval time.Duration)
 	DeclareFollow(source, stream string, logins []string, interval time.Duration)
+	DeclareWindow(source, stream string, logins []string, interval time.Duration)
 	Skipped(source, stream, reason string)
 	LockHeldByOther(source, stream string, d time.Duration)
 	LockHeldByForeign(source, stream string)
 	BudgetWait(source string, d time.Duration)
+	Budget(source string, expected map[model.RunKind]float64, budget int, stretch float64)
 }
 
 // scheduler runs every (source, stream) on its schedule: one goroutine per
@@ -77,6 +81,7 @@ type scheduler struct {
 	jobs      []*job
 	slots     chan struct{}            // one per run allowed at once
 	perSource map[string]chan struct{} // one per request a source may have in flight
+	costs     map[string]*sourceCost   // by source
 	stopper   *sync.Stopper
 	wg        gosync.WaitGroup
 	stopOnce  gosync.Once
@@ -86,7 +91,20 @@ type scheduler struct {
 }
 
 func newScheduler(deps schedulerDeps) *scheduler {
-	return &scheduler{deps: deps, perSource: map[string]chan struct{}{}, stuck: map[string]string{}}
+	return &scheduler{deps: deps, perSource: map[string]chan struct{}{}, costs: map[string]*sourceCost{}, stuck: map[string]string{}}
+}
+
+// sourceCost is what a source's schedules ask of its ERP, made again as
+// its lists grow: after each of its complete sweeps and window runs. Its
+// stretcher spaces the source's window runs and complete sweeps out to fit
+// its budget of requests an hour (requests_per_hour), never its follow
+// runs.
+type sourceCost struct {
+	src     config.Source
+	stretch erpcost.Stretcher
+	jobs    []*job // its jobs of window runs and complete sweeps
+	mu      gosync.Mutex
+	last    erpcost.Estimate
 }
 
 func (s *scheduler) Start(ctx context.Context) error {
@@ -98,6 +116,7 @@ func (s *scheduler) Start(ctx context.Context) error {
 	now := d.Clock.Now()
 	for _, src := range d.Sources {
 		s.perSource[src.Name] = make(chan struct{}, src.MaxConcurrentRequests)
+		s.costs[src.Name] = &sourceCost{src: src}
 		target := d.Targets[src.Name]
 		var logins []string
 		for _, l := range target.Logins {
@@ -109,31 +128,46 @@ func (s *scheduler) Start(ctx context.Context) error {
 				return fmt.Errorf("source %s: unknown stream %s", src.Name, sc.Name)
 			}
 			// A stream that follows its list with schedules of its own
-			// has two jobs: complete sweeps on its sweep schedule, follow
-			// runs on its schedule. Otherwise every run is a complete
-			// sweep, on its schedule.
-			// (An empty sweep schedule is the schedule, as the
-			// configuration reads it.)
+			// has up to three jobs: complete sweeps on its sweep schedule,
+			// follow runs on its schedule, window runs on its window
+			// schedule (when it has one). Otherwise every run is a
+			// complete sweep, on its schedule. (An empty sweep schedule
+			// is the schedule, as the configuration reads it.)
 			sweepSpec := cmp.Or(sc.SweepSchedule, sc.Schedule)
 			follows := st.Declared().Follows && sweepSpec != sc.Schedule
+			windows := st.Declared().Follows && sc.WindowSchedule != ""
 			sweep, err := s.newJob(src.Name, st, target, sweepSpec, model.KindSweep, now)
 			if err != nil {
 				return err
 			}
 			d.Metrics.Declare(src.Name, sc.Name, logins, sweep.interval)
-			if !follows {
-				d.Log.Info("scheduled", "source", src.Name, "stream", sc.Name, "every_run", "complete sweep",
-					"schedule", sc.Schedule, "from", sc.ScheduleFrom)
-				continue
+			attrs := []any{"source", src.Name, "stream", sc.Name}
+			if follows {
+				follow, err := s.newJob(src.Name, st, target, sc.Schedule, model.KindFollow, now)
+				if err != nil {
+					return err
+				}
+				d.Metrics.DeclareFollow(src.Name, sc.Name, logins, follow.interval)
+				attrs = append(attrs, "follow_runs", sc.Schedule, "from", sc.ScheduleFrom)
 			}
-			follow, err := s.newJob(src.Name, st, target, sc.Schedule, model.KindFollow, now)
-			if err != nil {
-				return err
+			if windows {
+				window, err := s.newJob(src.Name, st, target, sc.WindowSchedule, model.KindWindow, now)
+				if err != nil {
+					return err
+				}
+				d.Metrics.DeclareWindow(src.Name, sc.Name, logins, window.interval)
+				attrs = append(attrs, "window_runs", sc.WindowSchedule, "windows_from", sc.WindowFrom)
 			}
-			d.Metrics.DeclareFollow(src.Name, sc.Name, logins, follow.interval)
-			d.Log.Info("scheduled", "source", src.Name, "stream", sc.Name, "follow_runs", sc.Schedule, "from", sc.ScheduleFrom,
-				"complete_sweeps", sc.SweepSchedule, "sweeps_from", sc.SweepFrom)
+			if follows || windows {
+				attrs = append(attrs, "complete_sweeps", sweepSpec, "sweeps_from", sc.SweepFrom)
+			} else {
+				attrs = append(attrs, "every_run", "complete sweep", "schedule", sc.Schedule, "from", sc.ScheduleFrom)
+			}
+			d.Log.Info("scheduled", attrs...)
 		}
+	}
+	for _, src := range d.Sources {
+		s.estimate(ctx, src.Name, true)
 	}
 	d.Log.Info("scheduled", "jobs", len(s.jobs), "max_concurrent_runs", d.MaxRuns)
 	// The runs outlive ctx (a signal): they end through the stopper.
@@ -155,10 +189,53 @@ func (s *scheduler) newJob(source string, st sync.Stream, target sync.Target, sp
 	if kind != model.KindSweep {
 		log = log.With("kind", kind)
 	}
-	j := &job{s: s, stream: st, kind: kind, schedule: sched, target: target, interval: config.Interval(sched, now),
-		backoff: map[string]*loginBackoff{}, log: log}
+	j := &job{s: s, stream: st, kind: kind, schedule: sched, target: target, backoff: map[string]*loginBackoff{}, log: log}
+	if kind != model.KindFollow {
+		c := s.costs[source]
+		j.schedule = c.stretch.Schedule(sched)
+		c.jobs = append(c.jobs, j)
+	}
+	j.interval = j.every(now)
 	s.jobs = append(s.jobs, j)
 	return j, nil
+}
+
+// estimate makes again what a source's schedules ask of its ERP, from
+// what the warehouse last saw of its lists, stretches its window runs and
+// complete sweeps to fit its budget, and reports it: in the log at start
+// (the expected requests an hour) and whenever the stretch changes, and in
+// the metrics, with the stretched intervals. An estimate that cannot be
+// read keeps the last.
+func (s *scheduler) estimate(ctx context.Context, source string, start bool) {
+	c, d := s.costs[source], s.deps
+	sizes, err := db.ListSizes(ctx, d.Pools().Service, source)
+	if err != nil {
+		d.Log.Warn("could not estimate what the schedules ask of the ERP", "source", source, "err", err)
+		return
+	}
+	e := erpcost.Of(c.src, sizes)
+	c.mu.Lock()
+	was := c.last.Stretch
+	c.last = e
+	c.mu.Unlock()
+	c.stretch.Set(e.Stretch)
+	d.Metrics.Budget(source, e.PerKind, e.Budget, e.Stretch)
+	attrs := []any{"source", source, "expected", e.String(), "requests_per_hour", math.Round(e.PerKind.Total())}
+	switch {
+	case start:
+		d.Log.Info("ERP requests an hour at these schedules", attrs...)
+	case e.Stretch > 1 && math.Abs(e.Stretch-was) > 0.05*was, e.Stretch == 1 && was > 1:
+		d.Log.Info("request budget: window runs and complete sweeps spaced out anew", append(attrs, "stretch", e.Stretch)...)
+	}
+	now := d.Clock.Now()
+	for _, j := range c.jobs {
+		every := j.every(now)
+		if j.kind == model.KindWindow {
+			d.Metrics.DeclareWindow(source, j.stream.Declared().Name, nil, every)
+		} else {
+			d.Metrics.Declare(source, j.stream.Declared().Name, nil, every)
+		}
+	}
 }
 
 // Stop starts no new run, lets every run commit what it is writing within
@@ -201,13 +278,17 @@ type job struct {
 	stream   sync.Stream
 	kind     model.RunKind
 	schedule cron.Schedule
-	interval time.Duration
+	interval time.Duration // as the job began: it spreads the first tick
 	target   sync.Target
 	log      *slog.Logger
 	backoff  map[string]*loginBackoff // by login
 	stuck    bool                     // the lock's holder was last seen holding it too long
 	sighting lockSighting             // the holder of the lock this job last found taken
 }
+
+// every is the time between two of the job's ticks from now (stretched,
+// for window runs and complete sweeps, to fit the source's budget).
+func (j *job) every(now time.Time) time.Duration { return config.Interval(j.schedule, now) }
 
 // lockSighting is a session this job found holding its lock, and since
 // when it has found it so (Postgres tells when a lock was taken to no
@@ -277,6 +358,10 @@ func (j *job) loop(ctx context.Context) {
 			continue
 		}
 		j.run(ctx, due)
+		if j.kind != model.KindFollow {
+			// The list's size and its window's are known anew.
+			j.s.estimate(ctx, j.target.Source, false)
+		}
 		release()
 		next = j.schedule.Next(clock.Now())
 		if soon := clock.Now().Add(foreignRecheck); j.sighting.foreign && next.After(soon) {
@@ -328,8 +413,11 @@ func (j *job) acquire(deadline time.Time) (release func(), skipped string) {
 func (j *job) due(ctx context.Context) (due []sync.Login, wake time.Time) {
 	now := j.s.deps.Clock.Now()
 	last := db.LastCompleted
-	if j.kind == model.KindFollow {
+	switch j.kind {
+	case model.KindFollow:
 		last = db.LastFollowed
+	case model.KindWindow:
+		last = db.LastWindowed
 	}
 	completed, err := last(ctx, j.s.runner.Pool, j.target.Source, j.stream.Declared().Name)
 	if err != nil {
@@ -368,8 +456,11 @@ func (j *job) run(ctx context.Context, due []sync.Login) {
 	t := j.target
 	t.Logins = due
 	run := j.s.runner.Run
-	if j.kind == model.KindFollow {
+	switch j.kind {
+	case model.KindFollow:
 		run = j.s.runner.Follow
+	case model.KindWindow:
+		run = j.s.runner.Window
 	}
 	results := run(ctx, j.s.stopper.Draining(), t, j.stream, nil)
 	var busy error
@@ -403,8 +494,8 @@ func (j *job) checkLock(ctx context.Context, busy error) {
 	source, stream := j.target.Source, j.stream.Declared().Name
 	m := j.s.deps.Metrics
 	// The lock's gauge is the complete sweeps' (their schedule is the
-	// one it is judged against); a follow lock held too long shows as
-	// new records going stale.
+	// one it is judged against); a follow or window lock held too long
+	// shows as new records or recent changes going stale.
 	sweeps := j.kind == model.KindSweep
 	if busy == nil {
 		if sweeps {
@@ -442,16 +533,16 @@ func (j *job) checkLock(ctx context.Context, busy error) {
 	}
 	what := source + "/" + stream
 	if !sweeps {
-		what += " (follow runs)"
+		what += " (" + string(j.kind) + " runs)"
 	}
 	switch {
 	case !h.Erpsync:
 		j.setStuck(fmt.Sprintf("%s: lock held by %s, not an erpsync process, seen holding it since %s", what, who,
 			since.UTC().Format(time.RFC3339)))
-	case model.Overdue(d, j.interval):
+	case model.Overdue(d, j.every(now)):
 		if !j.stuck {
 			j.log.Warn("another process has held the stream's lock too long; its data go stale", "holder", who,
-				"held", d.Round(time.Second), "schedule_interval", j.interval)
+				"held", d.Round(time.Second), "schedule_interval", j.every(now))
 		}
 		j.setStuck(fmt.Sprintf("%s: lock held by %s for %s, more than %dx its schedule", what, who,
 			d.Round(time.Second), model.OverdueFactor))

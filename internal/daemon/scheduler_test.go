@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -214,6 +216,119 @@ func TestScheduler(t *testing.T) {
 		if sweeps > 1 || follows < 3 || journalFollows != 0 {
 			t.Errorf("invoices: %d scheduled sweeps (want the one at start-up at most) and %d follow runs (want 3 or more); journal_entries: %d runs not sweeps (want none)",
 				sweeps, follows, journalFollows)
+		}
+	})
+
+	// A list with a window schedule has a third job: window runs, each on its own
+	// schedule, through the logins whose last window is due; a sweep that holds
+	// its lock does not hold them up. A list without one has no window job.
+	t.Run("RunsWindowsOnTheirOwnScheduleWhileASweepHoldsItsLock", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("scheduler test: skipped with -short")
+		}
+		_, simURL := newSim(t, erpsim.Options{Invoices: 120, PageSizeCap: 50})
+		src := config.Source{Name: "default", BaseURL: simURL, PageSize: 50, MaxConcurrentRequests: 2,
+			Streams: []config.StreamConfig{
+				{Name: "invoices", Schedule: "@every 1h", SweepSchedule: "@every 2h", WindowSchedule: "@every 1s"},
+				{Name: "journal_entries", Schedule: "@every 1h", SweepSchedule: "@every 2h"},
+			}}
+		st := startScheduler(t, src, schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword}))
+		ctx := context.Background()
+		windows := func() (int64, error) {
+			var n int64
+			err := st.obs.QueryRow(ctx, `SELECT count(*) FROM erp.sync_runs WHERE stream = 'invoices' AND kind = 'window' AND status = 'succeeded'`).Scan(&n)
+			return n, err
+		}
+		testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "a window run of invoices that read its window", func() (bool, error) {
+			var at *time.Time
+			err := st.obs.QueryRow(ctx, `SELECT max(last_window_at) FROM erp.sync_window WHERE stream = 'invoices'`).Scan(&at)
+			return at != nil, err
+		})
+		conn, err := st.obs.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		release, err := db.LockStream(ctx, conn.Conn(), "default", "invoices", model.KindSweep)
+		if err != nil || release == nil {
+			t.Fatalf("taking the sweep's lock: %v", err)
+		}
+		defer release()
+		before, err := windows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, "two more window runs while the sweep's lock is held", func() (bool, error) {
+			n, err := windows()
+			return n >= before+2, err
+		})
+		st.stop(t)
+		st.rec.mu.Lock()
+		interval, declared := st.rec.windowed["invoices"], st.rec.windowed["journal_entries"]
+		st.rec.mu.Unlock()
+		if interval != time.Second || declared != 0 {
+			t.Errorf("window intervals declared: invoices %s, journal_entries %s; want 1s and none", interval, declared)
+		}
+		if n := count(t, st.obs, `SELECT count(*) FROM erp.sync_runs WHERE stream = 'journal_entries' AND kind = 'window'`); n != 0 {
+			t.Errorf("journal_entries, which has no window schedule, had %d window runs", n)
+		}
+	})
+
+	// A source whose schedules would ask more of its ERP an hour than its
+	// requests_per_hour has its window runs and complete sweeps spaced out to fit
+	// it, its follow runs not: at 100,000 invoices 100 a page, follow runs ask 120
+	// an hour, an untaught window of 20 pages every 10 minutes 120, a daily sweep
+	// 1,000 pages (42 an hour); a budget of 200 leaves 80 to the last two, which
+	// are stretched 2.02x. The start-up line says what the schedules ask, and the
+	// metrics the budget, the stretch and the stretched intervals.
+	t.Run("StretchesWindowsAndSweepsButNotFollowRunsToFitTheBudget", func(t *testing.T) {
+		ctx := context.Background()
+		_, simURL := newSim(t, erpsim.Options{Invoices: 10})
+		src := config.Source{Name: "default", BaseURL: simURL, PageSize: 100, MaxConcurrentRequests: 1, RequestsPerHour: 200,
+			Logins:  []config.Login{{Username: goodUser}},
+			Streams: []config.StreamConfig{{Name: "invoices", Schedule: "@every 30s", WindowSchedule: "@every 10m", SweepSchedule: "@every 24h"}}}
+		dbURL := testdb.New(t)
+		obs := testdb.ObserverPool(t, dbURL)
+		if _, err := obs.Exec(ctx, `INSERT INTO erp.sync_checkpoints (source, stream, login, last_sweep_rows, last_sweep_completed_at)
+			VALUES ('default', 'invoices', $1, 100000, now())`, goodUser); err != nil {
+			t.Fatal(err)
+		}
+		pools, err := db.OpenPools(ctx, dbURL, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pools.Close()
+		log, logs := testLog()
+		rec := newSchedRecorder()
+		tgt := schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword})
+		s := newScheduler(schedulerDeps{Sources: []config.Source{src}, Catalog: streams.MustDefault(),
+			Targets: map[string]sync.Target{"default": tgt}, Pools: func() *db.Pools { return pools },
+			MaxRuns: 1, Grace: time.Minute, Abort: time.Minute, Log: log, Clock: newFakeClock(), Metrics: rec})
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Stop()
+		const stretch = (120 + 1000.0/24) / 80
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if math.Abs(rec.stretch-stretch) > 0.01 || rec.budget != 200 || math.Abs(rec.expected[model.KindFollow]-120) > 0.01 {
+			t.Errorf("stretch %.3f, budget %d, follow runs %.1f an hour; want %.3f, 200, 120", rec.stretch, rec.budget, rec.expected[model.KindFollow], stretch)
+		}
+		var total float64
+		for _, n := range rec.expected {
+			total += n
+		}
+		if math.Abs(total-200) > 0.01 {
+			t.Errorf("%.1f requests an hour expected once stretched, want the budget's 200 (%v)", total, rec.expected)
+		}
+		for kind, want := range map[string]time.Duration{"sweep": time.Duration(stretch * float64(24*time.Hour)),
+			"window": time.Duration(stretch * float64(10*time.Minute)), "follow": 30 * time.Second} {
+			if got := rec.intervals["invoices/"+kind]; (got - want).Abs() > time.Second {
+				t.Errorf("%s interval %s, want %s", kind, got, want)
+			}
+		}
+		if !strings.Contains(logs.String(), "ERP requests an hour at these schedules") || !strings.Contains(logs.String(), "requests_per_hour 200") {
+			t.Errorf("no start-up line of what the schedules ask:\n%s", logs.String())
 		}
 	})
 
@@ -568,7 +683,12 @@ type schedRecorder struct {
 	mu          gosync.Mutex
 	declared    map[string][]string      // by stream: the logins declared
 	followed    map[string]time.Duration // by stream: the follow interval declared
-	skipped     map[string]int           // by reason
+	windowed    map[string]time.Duration // by stream: the window interval declared
+	intervals   map[string]time.Duration // by "stream/kind": the interval last declared
+	expected    map[model.RunKind]float64
+	budget      int
+	stretch     float64
+	skipped     map[string]int // by reason
 	budgetWaits int
 	budgetWait  time.Duration
 	heldByOther time.Duration
@@ -576,19 +696,37 @@ type schedRecorder struct {
 }
 
 func newSchedRecorder() *schedRecorder {
-	return &schedRecorder{declared: map[string][]string{}, followed: map[string]time.Duration{}, skipped: map[string]int{}}
+	return &schedRecorder{declared: map[string][]string{}, followed: map[string]time.Duration{}, windowed: map[string]time.Duration{},
+		intervals: map[string]time.Duration{}, skipped: map[string]int{}}
+}
+
+func (r *schedRecorder) DeclareWindow(source, stream string, logins []string, interval time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.windowed[stream] = interval
+	r.intervals[stream+"/window"] = interval
+}
+
+func (r *schedRecorder) Budget(source string, expected map[model.RunKind]float64, budget int, stretch float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expected, r.budget, r.stretch = maps.Clone(expected), budget, stretch
 }
 
 func (r *schedRecorder) DeclareFollow(source, stream string, logins []string, interval time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.followed[stream] = interval
+	r.intervals[stream+"/follow"] = interval
 }
 
 func (r *schedRecorder) Declare(source, stream string, logins []string, interval time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.declared[stream] = slices.Clone(logins)
+	if logins != nil {
+		r.declared[stream] = slices.Clone(logins)
+	}
+	r.intervals[stream+"/sweep"] = interval
 }
 
 func (r *schedRecorder) Skipped(source, stream, reason string) {

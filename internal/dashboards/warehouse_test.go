@@ -177,6 +177,19 @@ func TestWarehouseDashboard(t *testing.T) {
 				t.Errorf("invoices changed or deleted this week: %v, want %v", got, want)
 			}
 		}
+		if q, ok := queries["Data freshness per stream"]; ok {
+			// Each of the three freshness times of a list that is followed, in seconds;
+			// a stream that is not followed has its complete sweeps' for all three.
+			var invoices, currencies int64
+			err := conn.QueryRow(ctx, `SELECT
+				count(*) FILTER (WHERE stream = 'invoices' AND new_records_age >= 0 AND recent_changes_age >= 0 AND everything_age >= 0),
+				count(*) FILTER (WHERE stream = 'currencies' AND new_records_age = everything_age AND recent_changes_age = everything_age)
+				FROM (`+q.sql+`) panel`).Scan(&invoices, &currencies)
+			if err != nil || invoices == 0 || currencies == 0 {
+				t.Errorf("freshness: %d lines of invoices with new records, recent changes and everything, %d of currencies with its sweeps' age for all three; want some of each: %v",
+					invoices, currencies, err)
+			}
+		}
 		if q, ok := queries["FX rate history"]; ok {
 			var rates int64
 			err := conn.QueryRow(ctx, `SELECT count(DISTINCT rate) FROM (`+q.sql+`) panel WHERE metric LIKE $1`,

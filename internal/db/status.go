@@ -12,7 +12,7 @@ import (
 
 // statusSQL takes freshness from erp.stream_freshness, the one definition
 // analysts, `erpsync status` and the metrics share: the time of the last
-// completed sweep. Streams that never completed one still show, from
+// completed sweep, and of the last follow and window runs. Streams that never completed one still show, from
 // their runs. Runs from before logins (login NULL) show as a line of
 // their own only until a login of the stream has run: that login claimed
 // their checkpoint and speaks for the stream from then on. The last error
@@ -37,12 +37,14 @@ SELECT k.source, k.stream, k.login, coalesce(l.id, 0), coalesce(l.status, ''), c
        coalesce(f.sweep_in_progress, false), coalesce(c.pages, 0), coalesce(c.rows, 0), c.cursor IS NOT NULL,
        c.last_sweep_rows, coalesce(l.rows_seen, 0), coalesce(c.held_deletions, 0),
        coalesce(c.warning, ''), coalesce(c.list_scope, ''),
-       coalesce(f.list_order, ''), f.last_follow_at, extract(epoch FROM f.new_records_age)::float8, coalesce(f.last_follow_swept, '')
+       coalesce(f.list_order, ''), f.last_follow_at, extract(epoch FROM f.new_records_age)::float8, coalesce(f.last_follow_swept, ''),
+       f.last_window_at, extract(epoch FROM f.recent_changes_age)::float8, coalesce(w.pages, 0), coalesce(w.from_id, ''), coalesce(w.size_why, '')
 FROM keys k
 LEFT JOIN last l USING (source, stream, login)
 LEFT JOIN ended e USING (source, stream, login)
 LEFT JOIN erp.stream_freshness f USING (source, stream, login)
 LEFT JOIN erp.sync_checkpoints c USING (source, stream, login)
+LEFT JOIN erp.sync_window w USING (source, stream, login)
 WHERE k.login <> '' OR NOT EXISTS (SELECT 1 FROM keys o WHERE o.source = k.source AND o.stream = k.stream AND o.login <> '')
 ORDER BY k.source, k.stream, k.login`
 
@@ -60,7 +62,8 @@ func LoadStatus(ctx context.Context, q Querier) ([]model.StreamStatus, error) {
 			&s.LastRunStarted, &s.LastRunFinished, &s.LastError,
 			&s.LastSuccess, &s.FreshnessSecs, &s.SweepInProgress, &s.SweepPages, &s.SweepRows, &s.SweepResumable,
 			&s.LastSweepRows, &s.Rows, &s.HeldDeletions, &s.StreamWarning, &s.ListScope,
-			&s.ListOrder, &s.LastFollow, &s.NewRecordsSecs, &s.FollowSwept)
+			&s.ListOrder, &s.LastFollow, &s.NewRecordsSecs, &s.FollowSwept,
+			&s.LastWindow, &s.RecentChangesSecs, &s.WindowPages, &s.WindowFromID, &s.WindowSizeWhy)
 		s.FirstLoad = s.SweepInProgress && s.LastSuccess == nil
 		return s, err
 	})

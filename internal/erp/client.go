@@ -31,9 +31,10 @@ import (
 // Observer receives what the client does, for metrics. Implementations
 // must be safe for concurrent use.
 type Observer interface {
-	// Request is called once per HTTP exchange; code is 0 when no status
-	// was received (connection error, timeout).
-	Request(route string, code int, elapsed time.Duration)
+	// Request is called once per HTTP exchange, with the stream and kind
+	// it served (an Asker's); code is 0 when no status was received
+	// (connection error, timeout).
+	Request(route, stream, kind string, code int, elapsed time.Duration)
 	// Retry is called before each retry; reason is rate_limited,
 	// server_error, network or token_renewal.
 	Retry(route, reason string)
@@ -43,9 +44,9 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Request(string, int, time.Duration) {}
-func (nopObserver) Retry(string, string)               {}
-func (nopObserver) RateLimitWait(time.Duration)        {}
+func (nopObserver) Request(string, string, string, int, time.Duration) {}
+func (nopObserver) Retry(string, string)                               {}
+func (nopObserver) RateLimitWait(time.Duration)                        {}
 
 // Options configure a Client. Secrets are plain strings here; the client
 // never logs or formats them.
@@ -430,14 +431,16 @@ func (c *Client) exchange(ctx context.Context, route, method, target, auth strin
 	start := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		c.obs.Request(route, 0, time.Since(start))
+		a := askerOf(ctx, route)
+		c.obs.Request(route, a.Stream, a.Kind, 0, time.Since(start))
 		return 0, nil, nil, stripURL(err)
 	}
 	// Closing a body not read to its end drops the connection, so an
 	// answer refused for its size is not downloaded on.
 	defer resp.Body.Close()
 	data, err := readBody(resp.Body, resp.ContentLength, c.opt.MaxResponse, into)
-	c.obs.Request(route, resp.StatusCode, time.Since(start))
+	a := askerOf(ctx, route)
+	c.obs.Request(route, a.Stream, a.Kind, resp.StatusCode, time.Since(start))
 	if errors.Is(err, errOverLimit) {
 		return 0, nil, nil, &TooLargeError{Method: method, Route: route, Limit: c.opt.MaxResponse, Setting: c.opt.Hints.MaxResponse}
 	}

@@ -185,14 +185,16 @@ func writeResp(w http.ResponseWriter, status int, body string) {
 type recObserver struct {
 	mu       sync.Mutex
 	requests []string
+	asked    []string // "route stream/kind"
 	retries  []string
 	waits    []time.Duration
 }
 
-func (o *recObserver) Request(route string, code int, _ time.Duration) {
+func (o *recObserver) Request(route, stream, kind string, code int, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.requests = append(o.requests, fmt.Sprintf("%s %d", route, code))
+	o.asked = append(o.asked, fmt.Sprintf("%s %s/%s", route, stream, kind))
 }
 
 func (o *recObserver) Retry(route, reason string) {
@@ -406,6 +408,34 @@ func TestClient(t *testing.T) {
 		want := []string{"POST /erp/api/auth/token/", "GET /erp/accounts/api/currencies/"}
 		if strings.Join(paths, "|") != strings.Join(want, "|") {
 			t.Errorf("requests = %q, want %q", paths, want)
+		}
+	})
+
+	// Each request is counted with what it served, as its context says; the
+	// login's own requests are the login's, whatever run needed them.
+	t.Run("CountsEachRequestByTheStreamAndKindItServed", func(t *testing.T) {
+		t.Parallel()
+		obs := &recObserver{}
+		f := newFakeERP(t, func(w http.ResponseWriter, r *http.Request) {
+			writeResp(w, http.StatusOK, `[]`)
+		})
+		c := newTestClient(t, f.srv.URL, func(o *Options) { o.Observer = obs })
+		ctx := testCtx(t)
+		if _, err := c.Get(WithAsker(ctx, Asker{Stream: "invoices", Kind: "window"}), "/sales/api/invoices/list/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get(ctx, "/accounts/api/currencies/", nil); f.note(err) != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		want := []string{"/api/auth/token/ invoices/login", "/sales/api/invoices/list/ invoices/window", "/accounts/api/currencies/ /other",
+			"/api/auth/revoke/ /login"}
+		if strings.Join(obs.asked, "|") != strings.Join(want, "|") {
+			t.Errorf("requests counted as %q, want %q", obs.asked, want)
 		}
 	})
 

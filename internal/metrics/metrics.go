@@ -31,6 +31,11 @@ type Metrics struct {
 	lastSuccess *prometheus.GaugeVec
 	lastFollow  *prometheus.GaugeVec
 	followEvery *prometheus.GaugeVec
+	lastWindow  *prometheus.GaugeVec
+	windowEvery *prometheus.GaugeVec
+	expected    *prometheus.GaugeVec
+	budget      *prometheus.GaugeVec
+	stretch     *prometheus.GaugeVec
 	followSwept *prometheus.CounterVec
 	missed      *prometheus.CounterVec
 	drift       *prometheus.CounterVec
@@ -61,8 +66,8 @@ func New() *Metrics {
 			"Pages committed to the warehouse.",
 			"source", "stream"),
 		requests: counter("erpsync_erp_requests_total",
-			"HTTP exchanges with the ERP by route and status code (0: no answer).",
-			"source", "route", "code"),
+			"HTTP exchanges with the ERP by route and status code (0: no answer), and by the stream and kind of run they served (kind: sweep, follow, window, probe, verify, login for the login's own token, revocation and identity, other; stream empty where none).",
+			"source", "stream", "kind", "route", "code"),
 		retries: counter("erpsync_erp_retries_total",
 			"ERP requests retried, by reason (rate_limited, server_error, network, token_renewal).",
 			"source", "route", "reason"),
@@ -81,6 +86,21 @@ func New() *Metrics {
 		followEvery: gauge("erpsync_follow_interval_seconds",
 			"Seconds between two scheduled follow runs of a paged list (its schedule; erpsync_schedule_interval_seconds is then its complete sweeps'). Only streams that are followed have it.",
 			"source", "stream"),
+		lastWindow: gauge("erpsync_last_window_timestamp_seconds",
+			"Unix time a window run of the paged list through the login last re-read its newest pages (changed or not), as erp.stream_freshness has it.",
+			"source", "stream", "login"),
+		windowEvery: gauge("erpsync_window_interval_seconds",
+			"Seconds between two scheduled window runs of a paged list (its window schedule, stretched by the request budget if it must be). Only streams with a window have it.",
+			"source", "stream"),
+		expected: gauge("erpsync_erp_requests_expected_per_hour",
+			"ERP requests an hour the source's schedules are expected to ask, by kind of run (follow, window, sweep), from the sizes the warehouse last saw, after any stretch to fit requests_per_hour.",
+			"source", "kind"),
+		budget: gauge("erpsync_erp_requests_budget_per_hour",
+			"The source's requests_per_hour (0: no budget).",
+			"source"),
+		stretch: gauge("erpsync_schedule_stretch_ratio",
+			"How many times their configured interval the source's window runs and complete sweeps are apart, to fit its requests_per_hour (1: not stretched).",
+			"source"),
 		followSwept: counter("erpsync_follow_sweeps_total",
 			"Follow runs that read the whole list instead (the list not in a strict order of ids, continuity not proved), as erp.sync_runs.note says why; a login's first load is not one.",
 			"source", "stream", "login"),
@@ -109,7 +129,7 @@ func New() *Metrics {
 			"Seconds between two scheduled runs of the stream that read it whole (complete sweeps; for cron specs, the next interval).",
 			"source", "stream"),
 		pruned: counter("erpsync_pruned_rows_total",
-			"Bookkeeping rows removed by retention, by table (sync_runs, rejected_records).",
+			"Bookkeeping rows removed by retention, by table (sync_runs, rejected_records, change_positions).",
 			"table"),
 		inFlight: gauge("erpsync_erp_requests_in_flight",
 			"Requests this process has in flight to the installation (at most its max_concurrent_requests).",
@@ -127,7 +147,7 @@ func New() *Metrics {
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.rows, m.pages, m.requests, m.retries, m.rateWait, m.duration,
-		m.lastSuccess, m.lastFollow, m.followEvery, m.followSwept, m.missed, m.drift, m.lastFailed, m.held, m.skipped, m.lockHeld, m.foreignLock, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
+		m.lastSuccess, m.lastFollow, m.followEvery, m.lastWindow, m.windowEvery, m.expected, m.budget, m.stretch, m.followSwept, m.missed, m.drift, m.lastFailed, m.held, m.skipped, m.lockHeld, m.foreignLock, m.interval, m.pruned, m.inFlight, m.budgetWait, m.ready, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -163,7 +183,7 @@ func (m *Metrics) Declare(source, stream string, logins []string, interval time.
 	}
 	m.lockHeld.WithLabelValues(source, stream)
 	m.foreignLock.WithLabelValues(source, stream)
-	for _, table := range []string{"sync_runs", "rejected_records"} {
+	for _, table := range []string{"sync_runs", "rejected_records", "change_positions"} {
 		m.pruned.WithLabelValues(table)
 	}
 	for _, st := range model.FinalStatuses {
@@ -189,6 +209,23 @@ func (m *Metrics) DeclareFollow(source, stream string, logins []string, interval
 		m.followSwept.WithLabelValues(source, stream, l)
 		m.missed.WithLabelValues(source, stream, l)
 	}
+}
+
+// DeclareWindow creates the series of a stream that has a window, with
+// its window schedule's interval.
+func (m *Metrics) DeclareWindow(source, stream string, logins []string, interval time.Duration) {
+	m.windowEvery.WithLabelValues(source, stream).Set(interval.Seconds())
+}
+
+// Budget reports what a source's schedules are expected to ask of its
+// ERP an hour, by kind of run, its budget (0: none) and how far its
+// window runs and sweeps are stretched to fit it (1: not at all).
+func (m *Metrics) Budget(source string, expected map[model.RunKind]float64, budget int, stretch float64) {
+	for kind, n := range expected {
+		m.expected.WithLabelValues(source, string(kind)).Set(n)
+	}
+	m.budget.WithLabelValues(source).Set(float64(budget))
+	m.stretch.WithLabelValues(source).Set(stretch)
 }
 
 // Reasons a scheduled run is skipped: another process holds the
@@ -254,6 +291,9 @@ func (m *Metrics) RunFinished(source, stream string, o model.RunOutcome) {
 	if !o.FollowedAt.IsZero() {
 		m.lastFollow.WithLabelValues(source, stream, o.Login).Set(float64(o.FollowedAt.UnixNano()) / 1e9)
 	}
+	if !o.WindowedAt.IsZero() {
+		m.lastWindow.WithLabelValues(source, stream, o.Login).Set(float64(o.WindowedAt.UnixNano()) / 1e9)
+	}
 	if o.Swept {
 		m.followSwept.WithLabelValues(source, stream, o.Login).Inc()
 	}
@@ -315,8 +355,8 @@ type ERPObserver struct {
 	source string
 }
 
-func (o ERPObserver) Request(route string, code int, _ time.Duration) {
-	o.m.requests.WithLabelValues(o.source, route, strconv.Itoa(code)).Inc()
+func (o ERPObserver) Request(route, stream, kind string, code int, _ time.Duration) {
+	o.m.requests.WithLabelValues(o.source, stream, kind, route, strconv.Itoa(code)).Inc()
 }
 
 func (o ERPObserver) Retry(route, reason string) {

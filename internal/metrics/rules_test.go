@@ -70,6 +70,10 @@ func exported(t *testing.T) map[string]*dto.MetricFamily {
 	m := New()
 	m.Declare("default", "invoices", []string{"north", "south"}, 5*time.Minute)
 	m.DeclareFollow("default", "invoices", []string{"north", "south"}, 30*time.Second)
+	m.DeclareWindow("default", "invoices", []string{"north", "south"}, 10*time.Minute)
+	m.Budget("default", map[model.RunKind]float64{model.KindFollow: 240, model.KindWindow: 240, model.KindSweep: 100}, 500, 1.5)
+	m.RunFinished("default", "invoices", model.RunOutcome{Login: "north", Kind: model.KindWindow, Status: model.StatusSucceeded,
+		Elapsed: time.Second, WindowedAt: time.Now()})
 	m.FollowMissed("default", "invoices", "north", 1)
 	m.DriftCounted("default", "invoices", "date", "unusable", 3)
 	m.RunFinished("default", "invoices", model.RunOutcome{Login: "north", Kind: model.KindFollow, Status: model.StatusSucceeded,
@@ -79,7 +83,7 @@ func exported(t *testing.T) map[string]*dto.MetricFamily {
 		FreshAt: time.Now(), HeldDeletions: 2})
 	m.RunFinished("default", "currencies", model.RunOutcome{Login: "north", Status: model.StatusFailed, Elapsed: time.Second})
 	erp := m.ERP("default")
-	erp.Request("/api/invoices/", 200, 10*time.Millisecond)
+	erp.Request("/api/invoices/", "invoices", "window", 200, 10*time.Millisecond)
 	erp.Retry("/api/invoices/", "rate_limited")
 	erp.RateLimitWait(time.Second)
 	erp.InFlight(1)

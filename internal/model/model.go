@@ -89,6 +89,9 @@ type RunOutcome struct {
 	// otherwise); Swept, that it read the whole list to do so.
 	FollowedAt time.Time
 	Swept      bool
+	// WindowedAt is when a window run had re-read the list's newest pages
+	// (zero otherwise).
+	WindowedAt time.Time
 	// HeldDeletions is how many rows the deletion guard held (0: none).
 	HeldDeletions int64
 }

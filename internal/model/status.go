@@ -16,6 +16,12 @@ type StreamStatus struct {
 	LastRun
 	SweepStatus
 	FollowStatus
+	WindowStatus
+	// RequestsPerHour is what the stream asks of the ERP an hour through
+	// the login at its schedules, by kind of run, and how far its window
+	// runs and sweeps are stretched to fit the source's budget.
+	RequestsPerHour map[RunKind]float64 `json:"expected_requests_per_hour,omitempty"`
+	ScheduleStretch float64             `json:"schedule_stretch,omitempty"`
 	// StreamWarning is what the login's last successful run warned of
 	// (a list that may be cut, an installation that ignores date_to).
 	StreamWarning string `json:"-"`
@@ -24,12 +30,13 @@ type StreamStatus struct {
 }
 
 // Schedules are when the stream runs (for a list that is followed, its
-// follow runs and its complete sweeps), and where they came from: the
-// stream's defaults, or the settings that gave them.
+// follow runs, its window runs and its complete sweeps), and where they
+// came from: the stream's defaults, or the settings that gave them.
 type Schedules struct {
-	Schedule      string `json:"schedule,omitempty"`
-	SweepSchedule string `json:"sweep_schedule,omitempty"`
-	SchedulesFrom string `json:"schedules_from,omitempty"`
+	Schedule       string `json:"schedule,omitempty"`
+	SweepSchedule  string `json:"sweep_schedule,omitempty"`
+	WindowSchedule string `json:"window_schedule,omitempty"`
+	SchedulesFrom  string `json:"schedules_from,omitempty"`
 }
 
 // LastRun is the key's last run, of either kind.
@@ -85,4 +92,16 @@ type FollowStatus struct {
 	LastFollow     *time.Time `json:"last_follow,omitempty"`
 	NewRecordsSecs *float64   `json:"new_records_seconds,omitempty"`
 	FollowSwept    string     `json:"follow_swept,omitempty"`
+}
+
+// WindowStatus is what the key's window runs say: when one last re-read
+// the list's newest pages, how long ago that (or the last complete
+// sweep) was, and the window: its pages, the lowest id it read (it runs
+// from there to the list's newest end) and why it has that size.
+type WindowStatus struct {
+	LastWindow        *time.Time `json:"last_window,omitempty"`
+	RecentChangesSecs *float64   `json:"recent_changes_seconds,omitempty"`
+	WindowPages       int        `json:"window_pages,omitempty"`
+	WindowFromID      string     `json:"window_from_id,omitempty"`
+	WindowSizeWhy     string     `json:"window_size_why,omitempty"`
 }

@@ -81,8 +81,8 @@ func placeChanges(ctx context.Context, tx db.Querier, k model.Key, kind model.Ru
 // changes were seen to learn from, it reads untaught pages.
 const (
 	minWindowPages   = 2
-	maxWindowPages   = 100
-	untaughtPages    = 20
+	maxWindowPages   = model.MaxWindowPages
+	untaughtPages    = model.UntaughtWindowPages
 	learnFromChanges = 20
 	// windowShare of the changes seen over the last learnWindow lay
 	// within the window's pages.

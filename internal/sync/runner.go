@@ -17,6 +17,11 @@ import (
 	"github.com/erpsync/erpsync/internal/model"
 )
 
+// writingKinds are the kinds of run that write a stream, each under a lock
+// of its own: what must not write while a stream is reset or verified
+// holds all of them.
+var writingKinds = []model.RunKind{model.KindSweep, model.KindFollow, model.KindWindow}
+
 // ErrBusy means another session holds the stream's lock; nothing ran. A
 // result's error wraps it with the *db.LockHeldError that names the holder.
 var ErrBusy = errors.New("another session holds the stream's lock")
@@ -204,7 +209,7 @@ func (rn *Runner) run(ctx context.Context, stop <-chan struct{}, t Target, s Str
 			llog = log.With("login", l.Name)
 		}
 		start := time.Now()
-		lctx, span, llog := startRunSpan(ctx, t.Source, name, kind, l.Name, llog)
+		lctx, span, llog := startRunSpan(erp.WithAsker(ctx, erp.Asker{Stream: name, Kind: string(kind)}), t.Source, name, kind, l.Name, llog)
 		logProgress := rn.progressLog(llog)
 		p := func(pr Progress) {
 			pr.Elapsed = time.Since(start)
@@ -264,7 +269,7 @@ func (rn *Runner) report(source, stream string, log *slog.Logger, res Result) {
 	// A first load reads the whole list because it must: it is not a
 	// follow run that could not follow.
 	rn.obs().RunFinished(source, stream, model.RunOutcome{Login: res.Login, Kind: res.Kind, Status: res.Status, Elapsed: res.Elapsed,
-		FreshAt: res.FreshAt, FollowedAt: res.FollowedAt, Swept: res.Swept != "" && !res.FirstLoad, HeldDeletions: res.HeldDeletions})
+		FreshAt: res.FreshAt, FollowedAt: res.FollowedAt, Swept: res.Swept != "" && !res.FirstLoad, WindowedAt: res.WindowedAt, HeldDeletions: res.HeldDeletions})
 	var attrs []any
 	if res.FirstLoad {
 		attrs = append(attrs, "first_load", true)
@@ -354,7 +359,7 @@ func (rn *Runner) Reset(ctx context.Context, t Target, s Stream) []Result {
 	}
 	conn := pc.Conn()
 	defer pc.Release()
-	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow, model.KindWindow} {
+	for _, kind := range writingKinds {
 		release, err := db.LockStream(ctx, conn, t.Source, name, kind)
 		if err != nil {
 			return []Result{{Kind: model.KindReset, Status: model.StatusFailed, Err: err}}

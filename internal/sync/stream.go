@@ -92,6 +92,10 @@ type Info struct {
 	// SweepSchedule is the default schedule of its complete sweeps when it
 	// Follows; "" is ScheduleDefault.
 	SweepSchedule string
+	// WindowSchedule is the default schedule of its window runs (a
+	// re-read of its newest pages, Runner.Window) when it Follows; "" is
+	// none.
+	WindowSchedule string
 	// Core streams are enabled when the configuration names no streams.
 	Core bool
 	// History is whether its table has a history (versions Postgres

@@ -11,6 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
@@ -142,9 +143,9 @@ func Verify(ctx context.Context, conn *pgx.Conn, t Target, streams []Stream, o V
 
 // verifyStream reads the stream through each login, then compares.
 func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s Verifier, comparison *db.Comparison, rep *VerifyReport, o VerifyOptions) error {
-	// Both locks: neither a sweep nor a follow run writes the stream
-	// while it is compared.
-	for _, kind := range []model.RunKind{model.KindSweep, model.KindFollow} {
+	ctx = erp.WithAsker(ctx, erp.Asker{Stream: name, Kind: erp.KindVerify})
+	// Every lock: no run writes the stream while it is compared.
+	for _, kind := range writingKinds {
 		release, err := waitStreamLock(ctx, conn, t.Source, name, kind, o.LockWait)
 		if err != nil {
 			return err

@@ -7,6 +7,19 @@ import (
 	"github.com/erpsync/erpsync/internal/sync"
 )
 
+// The schedules of a list that is followed, where records change most
+// while they are young: new records every 30 s (a follow run is one
+// request when none is new); the newest pages, where recent records are
+// edited and deleted, every 10 minutes; the whole list, for changes to
+// old records and the deletions outside the window, daily: at a million
+// invoices a sweep is thousands of requests, a window tens
+// (docs/performance.md measures them).
+const (
+	followEvery = "@every 30s"
+	windowEvery = "@every 10m"
+	sweepEvery  = "@every 24h"
+)
+
 // The four core streams. Expectations follow the API reference where it
 // shows fields, and the installation's observed shape where it does not.
 
@@ -14,17 +27,13 @@ import (
 func Invoices() *sync.List {
 	return &sync.List{
 		Info: sync.Info{
-			Name: "invoices",
-			Core: true,
-			// New invoices every 30 s (a follow run is one request when
-			// none is new); the whole list, for changes to old invoices
-			// and deletions, weekly: at a million invoices a sweep is
-			// thousands of requests (docs/performance.md#follow-runs
-			// measures both).
-			Schedule:      "@every 30s",
-			SweepSchedule: "@every 168h",
-			History:       sync.HistoryOn,
-			Month:         "date",
+			Name:           "invoices",
+			Core:           true,
+			Schedule:       followEvery,
+			WindowSchedule: windowEvery,
+			SweepSchedule:  sweepEvery,
+			History:        sync.HistoryOn,
+			Month:          "date",
 			Table: &sync.Table{
 				Columns: []sync.Column{
 					{Name: "total_bc", Field: "total_bc", Type: sync.Money},

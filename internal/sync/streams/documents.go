@@ -16,10 +16,6 @@ type document struct {
 	permission string // what listing needs
 	preview    string // what reading a journal preview needs
 	columns    []sync.Column
-	// schedule and sweep are the list's default schedules ("": every 30
-	// minutes, each run complete); a list paged by start/length is
-	// followed between its complete sweeps.
-	schedule, sweep string
 }
 
 var voucherColumns = []sync.Column{
@@ -38,7 +34,6 @@ var documents = []document{
 	{
 		kind: "journal_entry", stream: "journal_entries", path: "/accounts/api/journal-entries/",
 		paging: erp.OffsetPaged, permission: "accounts.journal.view", preview: "accounts.journal.view",
-		schedule: "@every 5m", sweep: "@every 168h",
 		columns: []sync.Column{
 			{Name: "status", Field: "status", Type: sync.Text},
 			{Name: "total_debit", Field: "total_debit", Type: sync.Money},
@@ -61,7 +56,13 @@ var documents = []document{
 
 // list is the document kind's list stream.
 func (d document) list() *sync.List {
-	return &sync.List{Info: sync.Info{Name: d.stream, Permission: d.permission, Contract: sync.ContractUnreviewed,
-		Schedule: d.schedule, SweepSchedule: d.sweep, History: sync.HistoryOn, Month: "date", Table: &sync.Table{Columns: d.columns}},
+	l := &sync.List{Info: sync.Info{Name: d.stream, Permission: d.permission, Contract: sync.ContractUnreviewed,
+		History: sync.HistoryOn, Month: "date", Table: &sync.Table{Columns: d.columns}},
 		Path: d.path, Paging: d.paging}
+	// A list it can follow (paged by start/length) has the schedules of
+	// a list that is followed; the others are read whole every 30 minutes.
+	if l.Declared().Follows {
+		l.Schedule, l.WindowSchedule, l.SweepSchedule = followEvery, windowEvery, sweepEvery
+	}
+	return l
 }

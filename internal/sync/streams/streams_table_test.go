@@ -40,7 +40,11 @@ func streamsTable(c *sync.Catalog) string {
 		}
 		sched := code(i.ScheduleDefault())
 		if i.Follows {
-			sched = "follow " + code(i.ScheduleDefault()) + ", sweep " + code(i.SweepScheduleDefault())
+			sched = "follow " + code(i.ScheduleDefault()) + ", "
+			if i.WindowSchedule != "" {
+				sched += "window " + code(i.WindowSchedule) + ", "
+			}
+			sched += "sweep " + code(i.SweepScheduleDefault())
 		}
 		core, history := "", ""
 		if i.Core {
