@@ -368,26 +368,7 @@ func TestUpgrade(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		sim := erpsim.New(erpsim.Options{Invoices: 250, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
-		admin := testdb.EmptyOwned(t)
-		owner, err := db.Open(ctx, testdb.OwnerURL(admin))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(owner.Close)
-		migrateUpTo(t, owner, previousRelease)
-		pool, err := db.Open(ctx, admin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		q := func(sql string, args ...any) string {
-			t.Helper()
-			var s *string
-			if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-			return str(s)
-		}
+		admin, owner, pool, q := ownedWarehouseAt(t, previousRelease)
 
 		// Every invoice as the previous release's last complete sweep (6)
 		// wrote it, through the login sync-riyadh (company 1, branch 1), and
@@ -552,26 +533,7 @@ func TestUpgrade(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		sim := erpsim.New(erpsim.Options{Invoices: 250})
-		admin := testdb.EmptyOwned(t)
-		owner, err := db.Open(ctx, testdb.OwnerURL(admin))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(owner.Close)
-		migrateUpTo(t, owner, lastRelease)
-		pool, err := db.Open(ctx, admin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		q := func(sql string, args ...any) string {
-			t.Helper()
-			var s *string
-			if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-			return str(s)
-		}
+		admin, owner, pool, q := ownedWarehouseAt(t, lastRelease)
 		const login = "erpsync"
 		cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, erpsim.User{Username: login, Password: "erpsync-demo-password"}, 50, login, 2)
 		invoices := sim.Invoices()
@@ -648,27 +610,8 @@ func TestUpgrade(t *testing.T) {
 		// it keeps them, as Postgres now writes them.
 		t.Parallel()
 		ctx := context.Background()
-		admin := testdb.EmptyOwned(t)
-		owner, err := db.Open(ctx, testdb.OwnerURL(admin))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(owner.Close)
-		migrateUpTo(t, owner, lastRelease)
-		pool, err := db.Open(ctx, admin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
+		admin, owner, _, q := ownedWarehouseAt(t, lastRelease)
 		runtime := testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime"))
-		q := func(sql string, args ...any) string {
-			t.Helper()
-			var s *string
-			if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-			return str(s)
-		}
 		asRuntime := func(stmts ...string) {
 			t.Helper()
 			if err := pgx.BeginFunc(ctx, runtime, func(tx pgx.Tx) error {
@@ -776,6 +719,35 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("the periods after a sync of this release:\n got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// ownedWarehouseAt is a warehouse made as an installation is (see
+// testdb.EmptyOwned) and migrated by its owner to version: the
+// administrator's URL, the owner's pool, the administrator's pool, and a
+// query of one value as text through the latter.
+func ownedWarehouseAt(t *testing.T, version int64) (string, *pgxpool.Pool, *pgxpool.Pool, func(sql string, args ...any) string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := testdb.EmptyOwned(t)
+	owner, err := db.Open(ctx, testdb.OwnerURL(admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(owner.Close)
+	migrateUpTo(t, owner, version)
+	pool, err := db.Open(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return admin, owner, pool, func(sql string, args ...any) string {
+		t.Helper()
+		var s *string
+		if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return str(s)
+	}
 }
 
 // lastRelease is the schema version of the release before this one
