@@ -83,8 +83,6 @@ var Equivalents = map[string][]Equivalent{
 			"a stated length of 1 stops nothing: a window that read a record saw at least one, and one that read none decides nothing"},
 		{operator, "seenList: true, rows: next.rows, seen: ev.Seen, distinct: ev.Distinct, pages: next.pages, stated: -1,", "-1",
 			"a stated length of 1 stops nothing: a window that read a record saw at least one, and one that read none decides nothing"},
-		{boundary, "if idKey(id) > w.high {", ">",
-			"a start page beginning with the highest id read (the last page, of one record) is refused: the window starts a page earlier, a request more"},
 	},
 	"internal/sync/order.go": {
 		{boundary, "if k := idKey(top); k > o.max {", ">",

@@ -160,14 +160,14 @@ func (p *follow) plan() walkPlan {
 func (p *follow) admit(ctx context.Context, page *preparedPage) (admission, error) {
 	first := p.first
 	p.first = false
-	if got := p.trail.extend(page.ids); got != model.OrderUnknown && got != p.order {
-		return admission{refused: verdict{why: fmt.Sprintf("page %d lists ids out of the list's %s order", page.number, p.order)}}, nil
+	if v := keepsOrder(&p.trail, page, p.order); v.why != "" {
+		return admission{refused: v}, nil
 	}
 	switch {
+	case first && p.order == model.OrderAscending:
+		v, err := overlaps(ctx, p.run, p.list.Table, page, p.high, "the anchor")
+		return admission{refused: v}, err
 	case len(page.ids) == 0:
-		if first && p.order == model.OrderAscending {
-			return admission{refused: verdict{why: "no overlap: the page at the anchor lists no record", elsewhere: true}}, nil
-		}
 		return admission{}, nil
 	case p.order == model.OrderDescending:
 		last := page.ids[len(page.ids)-1]
@@ -177,18 +177,8 @@ func (p *follow) admit(ctx context.Context, page *preparedPage) (admission, erro
 		}
 		same, err := p.list.Table.db.SameBy(ctx, p.run.conn, p.run.scope.Source, []string{last}, [][]byte{page.rows[i].Hash[:]}, p.read)
 		return admission{last: same == 1}, err
-	case !first:
-		return admission{}, nil
 	}
-	id := page.ids[0]
-	if idKey(id) > p.high {
-		return admission{refused: verdict{why: fmt.Sprintf("no overlap: the page at the anchor begins with id %s, above the highest id read", id), elsewhere: true}}, nil
-	}
-	stored, err := p.list.Table.db.Stored(ctx, p.run.conn, p.run.scope.Source, []string{id})
-	if err != nil || stored[id] {
-		return admission{}, err
-	}
-	return admission{refused: verdict{why: fmt.Sprintf("no overlap: the page at the anchor begins with id %s, which the warehouse does not hold", id), elsewhere: true}}, nil
+	return admission{}, nil
 }
 
 // stage queues, with each page, the anchors after it and the highest id

@@ -85,6 +85,34 @@ func anchorOf(page *preparedPage) db.Anchor {
 	return at
 }
 
+// keepsOrder is a page that keeps the list's order, as trail follows the
+// walk; else the verdict that refuses it.
+func keepsOrder(trail *orderTrail, page *preparedPage, order model.Order) verdict {
+	if got := trail.extend(page.ids); got != model.OrderUnknown && got != order {
+		return verdict{why: fmt.Sprintf("page %d lists ids out of the list's %s order", page.number, order)}
+	}
+	return verdict{}
+}
+
+// overlaps proves where a walk from an anchor (what: "the anchor", "the
+// window's start") begins: its first page begins with an id the warehouse
+// holds, no higher than the highest the login had read (high). Else the
+// verdict says why, and an older anchor may do.
+func overlaps(ctx context.Context, r *Run, t *Table, page *preparedPage, high, what string) (verdict, error) {
+	if len(page.ids) == 0 {
+		return verdict{why: "no overlap: the page at " + what + " lists no record", elsewhere: true}, nil
+	}
+	id := page.ids[0]
+	if idKey(id) > high {
+		return verdict{why: fmt.Sprintf("no overlap: the page at %s begins with id %s, above the highest id read", what, id), elsewhere: true}, nil
+	}
+	stored, err := t.db.Stored(ctx, r.conn, r.scope.Source, []string{id})
+	if err != nil || stored[id] {
+		return verdict{}, err
+	}
+	return verdict{why: fmt.Sprintf("no overlap: the page at %s begins with id %s, which the warehouse does not hold", what, id), elsewhere: true}, nil
+}
+
 // sweepBegan records, as a sweep of the login begins, how far its follow
 // runs had read: a record the sweep inserts at or below that is one they
 // missed.

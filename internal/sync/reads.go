@@ -88,15 +88,10 @@ func (l *List) sweepRun(ctx context.Context, r *Run) error {
 // follow if the list may be followed and continuity is proved, else a
 // complete sweep under the sweep's lock too, with the reason recorded.
 func (l *List) followRun(ctx context.Context, r *Run) error {
-	lg, err := loadLedger(ctx, r.conn, r.scope.Key)
+	lg, cp, order, why, err := l.order(ctx, r)
 	if err != nil {
 		return err
 	}
-	cp, err := db.LoadCheckpoint(ctx, r.conn, r.scope.Key)
-	if err != nil {
-		return err
-	}
-	order, why := lg.followOrder(cp)
 	if why == "" {
 		if why, err = l.follow(ctx, r, lg, cp, order); err != nil {
 			return err
@@ -123,6 +118,22 @@ func (l *List) followRun(ctx context.Context, r *Run) error {
 	return err
 }
 
+// order is what the login's ledger and sweep checkpoint say of the list's
+// order: the order it may be read in (followed, or its window re-read),
+// or why it may not be now.
+func (l *List) order(ctx context.Context, r *Run) (*ledger, db.Checkpoint, model.Order, string, error) {
+	lg, err := loadLedger(ctx, r.conn, r.scope.Key)
+	if err != nil {
+		return nil, db.Checkpoint{}, "", "", err
+	}
+	cp, err := db.LoadCheckpoint(ctx, r.conn, r.scope.Key)
+	if err != nil {
+		return nil, db.Checkpoint{}, "", "", err
+	}
+	order, why := lg.followOrder(cp)
+	return lg, cp, order, why, nil
+}
+
 // firstLoad: the login has no complete sweep of the list yet, so a run
 // reads it whole, whatever its kind.
 func firstLoad(cp db.Checkpoint) bool { return cp.LastCompleted.IsZero() }
@@ -135,15 +146,10 @@ func firstLoad(cp db.Checkpoint) bool { return cp.LastCompleted.IsZero() }
 // list whose order is not known yet has no window: the run reads nothing
 // and says why it waits.
 func (l *List) windowRun(ctx context.Context, r *Run) error {
-	lg, err := loadLedger(ctx, r.conn, r.scope.Key)
+	lg, _, order, why, err := l.order(ctx, r)
 	if err != nil {
 		return err
 	}
-	cp, err := db.LoadCheckpoint(ctx, r.conn, r.scope.Key)
-	if err != nil {
-		return err
-	}
-	order, why := lg.followOrder(cp)
 	if why != "" {
 		r.result.waited = why
 		r.Note("window run waits: %s", why)

@@ -63,25 +63,15 @@ func (w *window) plan() walkPlan {
 func (w *window) admit(ctx context.Context, page *preparedPage) (admission, error) {
 	first := w.first
 	w.first = false
-	if got := w.trail.extend(page.ids); got != model.OrderUnknown && got != w.order {
-		return admission{refused: verdict{why: fmt.Sprintf("page %d lists ids out of the list's %s order", page.number, w.order)}}, nil
+	if v := keepsOrder(&w.trail, page, w.order); v.why != "" {
+		return admission{refused: v}, nil
 	}
 	last := w.order == model.OrderDescending && page.number >= int64(w.size)
 	if !first || w.order != model.OrderAscending || w.at.Cursor == "" && w.at.Start == 0 {
 		return admission{last: last}, nil
 	}
-	if len(page.ids) == 0 {
-		return admission{refused: verdict{why: "no overlap: the page at the window's start lists no record", elsewhere: true}}, nil
-	}
-	id := page.ids[0]
-	if idKey(id) > w.high {
-		return admission{refused: verdict{why: fmt.Sprintf("no overlap: the page at the window's start begins with id %s, above the highest id read", id), elsewhere: true}}, nil
-	}
-	stored, err := w.list.Table.db.Stored(ctx, w.run.conn, w.run.scope.Source, []string{id})
-	if err != nil || stored[id] {
-		return admission{}, err
-	}
-	return admission{refused: verdict{why: fmt.Sprintf("no overlap: the page at the window's start begins with id %s, which the warehouse does not hold", id), elsewhere: true}}, nil
+	v, err := overlaps(ctx, w.run, w.list.Table, page, w.high, "the window's start")
+	return admission{refused: v}, err
 }
 
 // stage queues each page's bounds and where it changed records; the
