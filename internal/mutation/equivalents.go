@@ -56,7 +56,6 @@ var Equivalents = map[string][]Equivalent{
 		{boundary, "if ev.stated >= 0 && ev.distinct < ev.stated {", ">=",
 			"with a stated total of 0 no count of distinct rows falls short of it"},
 		{boundary, betweenBounds, "< 0 &&", boundSeen},
-		{boundary, betweenBounds, "< 0 {", boundSeen},
 	},
 	"internal/sync/sweep.go": {
 		{boundary, "if next.notes.missed > 0 {", "> 0",
