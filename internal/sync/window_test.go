@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	gosync "sync"
 	"testing"
 	"time"
@@ -71,12 +72,14 @@ func TestWindowRun(t *testing.T) {
 				t.Run("WritesAnEditAndMarksADeletionInsideTheWindow", func(t *testing.T) {
 					t.Parallel()
 					h := windowHarness(t, sh)
-					edited, gone := newest(h, 60), newest(h, 1)
+					// On each of the window's two pages, whichever end of the
+					// list they are at.
+					edited, gone, gone2 := newest(h, 60), newest(h, 1), newest(h, 70)
 					h.sim.ChangeInvoices(func(v *erpsim.Invoice) { v.TotalBC = decimal.RequireFromString("777.07") }, edited.ID)
-					h.sim.DeleteInvoices(gone.ID)
+					h.sim.DeleteInvoices(gone.ID, gone2.ID)
 					res := h.mustWindow()
-					if res.Stats.Updated != 1 || res.Stats.Deleted != 1 {
-						t.Errorf("window run: %+v, want the edit written and the deletion marked", res.Stats)
+					if res.Stats.Updated != 1 || res.Stats.Deleted != 2 {
+						t.Errorf("window run: %+v, want the edit written and both deletions marked", res.Stats)
 					}
 					if got := h.text(`SELECT total_bc::text FROM erp.invoices WHERE id = $1`, fmt.Sprint(edited.ID)); got != "777.07" {
 						t.Errorf("the edited invoice is %s after the window run", got)
@@ -172,14 +175,47 @@ func TestWindowRun(t *testing.T) {
 						old, oldIDs = append(old, v.ID), append(oldIDs, fmt.Sprint(v.ID))
 					}
 					h.sim.DeleteInvoices(old...)
+					highest := newest(h, 0).ID
 					added := h.sim.AddInvoices(100)
 					h.mustWindow()
+					// Oldest first, its start is a record the warehouse held
+					// (newest first, it is the first page: the newest).
+					if from := h.text(`SELECT from_id FROM erp.sync_window WHERE stream = 'invoices'`); sh.order == erpsim.OrderOldestFirst && mustID(t, from) > highest {
+						t.Errorf("the window starts at id %s, a record the warehouse did not hold (the highest it held: %d)", from, highest)
+					}
 					h.wantListed("invoices issued since the anchors were read", added)
 					h.wantNoListedDeleted()
 					if n := h.count(`SELECT count(*) FROM erp.invoices WHERE id = ANY($1) AND deleted_at IS NOT NULL`, oldIDs); n != 0 {
 						t.Errorf("the window marked %d old rows, below the ids it read", n)
 					}
 					h.sweepExact()
+				})
+
+				t.Run("ProvesItsStartAgainstTheWarehouse", func(t *testing.T) {
+					// Oldest first, the window starts at an anchor only when
+					// the page there begins with a record the warehouse holds:
+					// with the rows of that page lost from the warehouse, it
+					// starts from the anchor before, and writes them again.
+					if sh.order != erpsim.OrderOldestFirst {
+						t.Skip("a newest-first window starts at the first page")
+					}
+					t.Parallel()
+					h := windowHarness(t, sh)
+					inv := byID(h)
+					var lost []string
+					for _, v := range inv[150:200] { // the page the ring's second anchor names
+						lost = append(lost, fmt.Sprint(v.ID))
+					}
+					if _, err := h.pool.Exec(context.Background(), `ALTER TABLE erp.invoices DISABLE TRIGGER USER;
+						DELETE FROM erp.invoices WHERE id = ANY('{`+strings.Join(lost, ",")+`}'); ALTER TABLE erp.invoices ENABLE TRIGGER USER`); err != nil {
+						t.Fatal(err)
+					}
+					res := h.mustWindow()
+					if from := h.text(`SELECT from_id FROM erp.sync_window WHERE stream = 'invoices'`); from != fmt.Sprint(inv[100].ID) || res.Stats.Inserted != 50 {
+						t.Errorf("the window started at id %s and inserted %d rows; want it to start at %d, the page before the lost one, and write the lost 50 again",
+							from, res.Stats.Inserted, inv[100].ID)
+					}
+					h.wantExact()
 				})
 
 				t.Run("MarksTheNewestRecordDeleted", func(t *testing.T) {
@@ -386,10 +422,22 @@ func TestWindowRun(t *testing.T) {
 						newestEntry = e
 					}
 				}
+				// The newest entry deleted; and, oldest first, twenty new
+				// issued and the oldest twenty deleted, so that the start the
+				// ledger keeps now begins with an entry the warehouse does not
+				// hold: the window proves its start from an older one.
+				var added []erpsim.JournalEntry
+				oldest := map[string]bool{}
+				if order == erpsim.OrderOldestFirst {
+					added = h.sim.AddJournalEntries(20)
+					for _, e := range entries[:20] {
+						oldest[e.ID] = true
+					}
+				}
 				h.sim.MutateJournalEntries(func(es []erpsim.JournalEntry) []erpsim.JournalEntry {
 					out := es[:0]
 					for _, e := range es {
-						if e.ID != newestEntry.ID {
+						if e.ID != newestEntry.ID && !oldest[e.ID] {
 							out = append(out, e)
 						}
 					}
@@ -399,12 +447,33 @@ func TestWindowRun(t *testing.T) {
 				if res.Err != nil || res.Waited != "" || res.Stats.Deleted != 1 {
 					t.Errorf("window run of journal entries after the newest one's deletion: %+v", res)
 				}
-				if n, want := h.count(`SELECT count(*) FROM erp.journal_entries WHERE deleted_at IS NULL`), int64(len(h.sim.JournalEntries())); n != want {
-					t.Errorf("after the window run: %d live entries, the ERP lists %d", n, want)
+				if from := h.text(`SELECT from_id FROM erp.sync_window WHERE stream = 'journal_entries'`); slices.ContainsFunc(added, func(e erpsim.JournalEntry) bool { return e.ID == from }) {
+					t.Errorf("the window starts at entry %s, which the warehouse did not hold", from)
+				}
+				var listed []string
+				for _, e := range h.sim.JournalEntries() {
+					listed = append(listed, e.ID)
+				}
+				if n := h.count(`SELECT count(*) FROM erp.journal_entries WHERE deleted_at IS NOT NULL AND id = ANY($1)`, listed); n != 0 {
+					t.Errorf("after the window run, %d entries the ERP lists are marked deleted", n)
+				}
+				h.mustRun("journal_entries")
+				if n, want := h.count(`SELECT count(*) FROM erp.journal_entries WHERE deleted_at IS NULL`), int64(len(listed)); n != want {
+					t.Errorf("after the sweep: %d live entries, the ERP lists %d", n, want)
 				}
 			})
 		}
 	})
+}
+
+// mustID reads a whole-number id.
+func mustID(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatalf("id %q: %v", s, err)
+	}
+	return n
 }
 
 // wantNoListedDeleted checks that no invoice the ERP lists is marked
