@@ -76,6 +76,8 @@ var Equivalents = map[string][]Equivalent{
 			"with one login no row was listed first by another: counting them finds 0"},
 	},
 	"internal/sync/window.go": {
+		{negation, `if !first || w.order != model.OrderAscending || w.at.Cursor == "" && w.at.Start == 0 {`, `== "" &&`,
+			"an anchor with a cursor has a start too (the records read before it): only the first page has none of either, so the start is proved at every anchor either way, and at the first page, whose first record the warehouse holds"},
 		{boundary, `if next.lowest == "" || compareIDs(id, next.lowest) < 0 {`, "< 0",
 			"it assigns the lowest id the value already held"},
 		{negative, "seenList: true, rows: next.rows, seen: ev.Seen, distinct: ev.Distinct, pages: next.pages, stated: -1,", "-1",
