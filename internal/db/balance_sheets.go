@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/erpsync/erpsync/internal/model"
 )
@@ -71,19 +72,41 @@ func BalanceSheetDates(ctx context.Context, q Reader, sc model.Scope) (map[strin
 }
 
 // ReplaceBalanceSheet stores the login's snapshot as of a date unless the
-// one stored is the same, node for node; the table's trigger keeps a tree
-// it replaces in erp.balance_sheet_snapshot_history. It returns whether
-// it wrote.
+// one stored is the same, node for node: the same parents, depths, codes,
+// names, balances, payloads and labels (content, never the payload_hash
+// the daemon's role could have written beside another node). The table's
+// trigger keeps a tree it replaces in erp.balance_sheet_snapshot_history.
+// It returns whether it wrote.
 func ReplaceBalanceSheet(ctx context.Context, tx Tx, sc model.Scope, asOf string, nodes []TreeNode) (bool, error) {
-	want := TreeDigest(nodes)
-	var have string
+	n := len(nodes)
+	names, parents, depths := make([]string, n), make([]*string, n), make([]int32, n)
+	codes, labels, balances, payloads := make([]*string, n), make([]*string, n), make([]pgtype.Numeric, n), make([][]byte, n)
+	for i, nd := range nodes {
+		names[i], depths[i], codes[i], labels[i], payloads[i] = nd.Node, int32(nd.Depth), nd.Code, nd.Name, nd.Payload
+		if nd.Parent != "" {
+			parents[i] = &nd.Parent
+		}
+		if b, ok := nd.Balance.(pgtype.Numeric); ok {
+			balances[i] = b
+		}
+	}
+	var same bool
 	err := tx.QueryRow(ctx, `
-SELECT coalesce(string_agg(node || ':' || encode(payload_hash, 'hex'), ',' ORDER BY node COLLATE "C"), '')
-FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2`, sc.Source, asOf, sc.Login).Scan(&have)
+WITH stored AS (
+    SELECT node, parent, depth, company_id, branch_id, code, name, balance, payload FROM erp.balance_sheet_snapshots
+    WHERE source = $1 AND login = $3 AND as_of = $2
+), listed AS (
+    SELECT u.node, u.parent, u.depth, $4::text, $5::text, u.code, u.name, u.balance, u.payload
+    FROM unnest($6::text[], $7::text[], $8::int[], $9::text[], $10::text[], $11::numeric[], $12::jsonb[])
+        AS u(node, parent, depth, code, name, balance, payload)
+)
+SELECT NOT EXISTS (SELECT * FROM stored EXCEPT ALL SELECT * FROM listed)
+   AND NOT EXISTS (SELECT * FROM listed EXCEPT ALL SELECT * FROM stored)`,
+		sc.Source, asOf, sc.Login, sc.CompanyID, sc.BranchID, names, parents, depths, codes, labels, balances, payloads).Scan(&same)
 	if err != nil {
 		return false, fmt.Errorf("reading balance sheet of %s: %w", asOf, Describe(err))
 	}
-	if have == want {
+	if same {
 		return false, nil
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM erp.balance_sheet_snapshots WHERE source = $1 AND login = $3 AND as_of = $2`,

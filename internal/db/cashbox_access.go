@@ -19,12 +19,12 @@ type AccessRow struct {
 }
 
 // UpsertCashboxAccess writes the grants of one cashbox, labelled as the
-// cashbox is (lb: its own labels, or the login's context): new or changed
-// ones are upserted, and ones marked deleted that are listed again are
-// revived. Unchanged grants are not touched. As for entity rows, labels
-// change only with a cashbox's own, or when the row is marked stale (see
-// stale). Grants no longer listed are marked at the end of the read,
-// through the deletion decision (CashboxAccess, a ChildTable).
+// cashbox is (lb: its own labels, or the login's context): new ones are
+// inserted, and ones whose content differs from what is stored (payload,
+// labels, listed_by, as for entity rows: see Table.differs) or that are
+// marked deleted are written again. Unchanged grants are not touched.
+// Grants no longer listed are marked at the end of the read, through the
+// deletion decision (CashboxAccess, a ChildTable).
 func UpsertCashboxAccess(ctx context.Context, tx Tx, sc model.Scope, cashbox string, lb Labels, rows []AccessRow) (UpsertResult, error) {
 	users := make([]string, len(rows))
 	payloads := make([][]byte, len(rows))
@@ -36,16 +36,18 @@ func UpsertCashboxAccess(ctx context.Context, tx Tx, sc model.Scope, cashbox str
 	var res UpsertResult
 	err := tx.QueryRow(ctx, `
 WITH up AS (
-    INSERT INTO erp.cashbox_access AS t (source, cashbox_id, "user", company_id, branch_id, payload, payload_hash, listed_by)
-    SELECT $1, $4, s.usr,
-           CASE WHEN cur."user" IS NULL OR $9 OR `+stale("cur")+` THEN $2 ELSE cur.company_id END,
-           CASE WHEN cur."user" IS NULL OR $9 OR `+stale("cur")+` THEN $3 ELSE cur.branch_id END,
-           s.payload, s.hash,
-           CASE WHEN cur."user" IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL OR `+stale("cur")+` THEN $8 ELSE cur.listed_by END
+    INSERT INTO erp.cashbox_access AS t (source, cashbox_id, "user", company_id, branch_id, payload, payload_hash, listed_by, first_listed_by)
+    SELECT $1, $4, s.usr, n.company_id, n.branch_id, s.payload, s.hash, n.listed_by, $8
     FROM unnest($5::text[], $6::jsonb[], $7::bytea[]) AS s(usr, payload, hash)
     LEFT JOIN erp.cashbox_access cur ON cur.source = $1 AND cur.cashbox_id = $4 AND cur."user" = s.usr
-    WHERE cur."user" IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
-       OR ($9 AND (cur.company_id <> $2 OR cur.branch_id <> $3))
+    CROSS JOIN LATERAL (SELECT
+        CASE WHEN cur."user" IS NULL OR $9 OR `+firstLister("cur")+` = $8 THEN $2 ELSE cur.company_id END AS company_id,
+        CASE WHEN cur."user" IS NULL OR $9 OR `+firstLister("cur")+` = $8 THEN $3 ELSE cur.branch_id END AS branch_id,
+        CASE WHEN cur."user" IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL OR `+firstLister("cur")+` = $8
+             THEN $8 ELSE cur.listed_by END AS listed_by) n
+    WHERE cur."user" IS NULL OR cur.deleted_at IS NOT NULL
+       OR (cur.company_id, cur.branch_id, cur.payload, cur.payload_hash) IS DISTINCT FROM (n.company_id, n.branch_id, s.payload, s.hash)
+       OR (cur.listed_by IS NOT NULL AND cur.listed_by IS DISTINCT FROM n.listed_by)
     ON CONFLICT (source, cashbox_id, "user") DO UPDATE SET payload = EXCLUDED.payload,
         payload_hash = EXCLUDED.payload_hash, company_id = EXCLUDED.company_id,
         branch_id = EXCLUDED.branch_id, listed_by = EXCLUDED.listed_by, deleted_at = NULL

@@ -116,7 +116,11 @@ func loginTimes(ctx context.Context, q Querier, query, source, stream, what stri
 // returns it. The sweep was has in progress, if any, is forgotten (see
 // abandonSweep: it marks nothing). The new sweep is a bulk load when t
 // holds no row of the key's source: every row there when it completes is
-// one it wrote.
+// one it wrote. It compares every page (sync_checkpoints.sweep_compares_all,
+// see KnownPages) when it is a bulk load, when the login has no complete
+// sweep whose pages it could know, or when the login's last full
+// comparison began more than fullComparisonEvery ago by the database's
+// clock. Its start is the database's: a trigger stamps it.
 func StartSweep(ctx context.Context, q Querier, was Checkpoint, t *Table) (Checkpoint, error) {
 	k := was.Key
 	has, err := t.hasRows(ctx, q, k.Source)
@@ -132,14 +136,16 @@ func StartSweep(ctx context.Context, q Querier, was Checkpoint, t *Table) (Check
 	cp := Checkpoint{Key: k, BulkLoad: bulkLoad}
 	var heldSince *time.Time
 	err = q.QueryRow(ctx, `
-INSERT INTO erp.sync_checkpoints AS c (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, bulk_load, updated_at)
-VALUES ($1, $2, $4, nextval('erp.sweep_id_seq'), now(), NULL, 0, 0, $3, now())
+INSERT INTO erp.sync_checkpoints AS c (source, stream, login, sweep_id, cursor, pages, rows, bulk_load, sweep_compares_all, updated_at)
+VALUES ($1, $2, $4, nextval('erp.sweep_id_seq'), NULL, 0, 0, $3, true, now())
 ON CONFLICT (source, stream, login) DO UPDATE SET
-    sweep_id = EXCLUDED.sweep_id, sweep_started_at = EXCLUDED.sweep_started_at, cursor = NULL,
+    sweep_id = EXCLUDED.sweep_id, cursor = NULL,
     pages = 0, rows = 0, bulk_load = EXCLUDED.bulk_load, sweep_order = NULL, sweep_last_id = NULL, sweep_max_key = NULL,
+    sweep_compares_all = EXCLUDED.bulk_load OR c.last_sweep_id IS NULL OR NOT EXISTS (
+        SELECT 1 FROM erp.full_comparisons f WHERE f.source = $1 AND f.stream = $2 AND f.login = $4 AND f.began_at > now() - $5::interval),
     updated_at = now()
 RETURNING sweep_id, sweep_started_at, coalesce(last_sweep_id, 0), held_deletions, held_digest, held_sweeps, held_since`,
-		k.Source, k.Stream, bulkLoad, k.Login).
+		k.Source, k.Stream, bulkLoad, k.Login, fullComparisonEvery).
 		Scan(&cp.SweepID, &cp.SweepStarted, &cp.LastSweepID, &cp.Held.Rows, &cp.Held.Digest, &cp.Held.Sweeps, &heldSince)
 	if err != nil {
 		return cp, fmt.Errorf("starting sweep %s: %w", k, Describe(err))
@@ -172,8 +178,10 @@ WHERE source = $1 AND stream = $2 AND login = $7 AND sweep_id = $3`,
 // CompleteSweep closes the sweep in the transaction of its last page and
 // returns the time it completed: the data of the stream is as fresh as
 // that (see MarkComplete for streams without sweeps). It records what the
-// sweep showed of the lists (see setListScope), and keeps the page
-// digests of this sweep for the next (keepDigests), or of none.
+// sweep showed of the lists (see setListScope), keeps the page digests of
+// this sweep for the next (keepDigests), or of none, and records a sweep
+// that compared every page as the login's last full comparison (see
+// KnownPages). A trigger stamps when the last complete sweep started.
 func CompleteSweep(ctx context.Context, q Querier, cp Checkpoint, listScope string, keepDigests bool) (time.Time, error) {
 	var at time.Time
 	keep := int64(0)
@@ -186,10 +194,15 @@ func CompleteSweep(ctx context.Context, q Querier, cp Checkpoint, listScope stri
 	if err := setListScope(ctx, q, cp.Key, listScope); err != nil {
 		return at, err
 	}
+	if _, err := q.Exec(ctx, `
+SELECT erp.record_full_comparison(source, stream, login, sweep_id) FROM erp.sync_checkpoints
+WHERE source = $1 AND stream = $2 AND login = $4 AND sweep_id = $3 AND sweep_compares_all`,
+		cp.Key.Source, cp.Key.Stream, cp.SweepID, cp.Key.Login); err != nil {
+		return at, fmt.Errorf("recording a full comparison: %w", Describe(err))
+	}
 	if err := q.QueryRow(ctx, `
-UPDATE erp.sync_checkpoints SET sweep_id = NULL, cursor = NULL, last_sweep_id = sweep_id,
-    last_sweep_started_at = sweep_started_at, last_sweep_completed_at = now(),
-    last_sweep_rows = rows, sweep_started_at = NULL, updated_at = now()
+UPDATE erp.sync_checkpoints SET sweep_id = NULL, cursor = NULL, last_sweep_id = sweep_id, last_sweep_completed_at = now(),
+    last_sweep_rows = rows, updated_at = now()
 WHERE source = $1 AND stream = $2 AND login = $4 AND sweep_id = $3
 RETURNING last_sweep_completed_at`, cp.Key.Source, cp.Key.Stream, cp.SweepID, cp.Key.Login).Scan(&at); err != nil {
 		return at, fmt.Errorf("completing sweep: %w", Describe(err))
@@ -319,7 +332,7 @@ func ResetStream(ctx context.Context, tx Tx, k model.Key) error {
 	b.Queue(`DELETE FROM erp.change_positions WHERE source = $1 AND stream = $2 AND login = $3`, k.Source, k.Stream, k.Login)
 	b.Queue(`
 INSERT INTO erp.sync_checkpoints AS c (source, stream, login, reset_at, updated_at) VALUES ($1, $2, $3, now(), now())
-ON CONFLICT (source, stream, login) DO UPDATE SET sweep_id = NULL, sweep_started_at = NULL, cursor = NULL, pages = 0, rows = 0,
+ON CONFLICT (source, stream, login) DO UPDATE SET sweep_id = NULL, cursor = NULL, pages = 0, rows = 0,
     bulk_load = false, last_sweep_id = NULL, held_deletions = 0, held_digest = NULL, held_sweeps = 0, held_since = NULL,
     sweep_order = NULL, sweep_last_id = NULL, sweep_max_key = NULL, reset_at = now(), updated_at = now()`,
 		k.Source, k.Stream, k.Login)

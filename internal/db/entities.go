@@ -16,9 +16,9 @@ import (
 )
 
 // Table is one mirrored entity table: the shared columns (source, id,
-// company_id, branch_id, payload, payload_hash, listed_by, first_seen_at,
-// synced_at, deleted_at) plus the typed columns a stream extracts from
-// each record.
+// company_id, branch_id, payload, payload_hash, listed_by,
+// first_listed_by, first_seen_at, synced_at, deleted_at) plus the typed
+// columns a stream extracts from each record.
 // The SQL is built once from the column list, which comes from code,
 // never from input.
 type Table struct {
@@ -31,7 +31,6 @@ type Table struct {
 	stageCols  []string // copyCols and own_labels
 	createSQL  string
 	upsertSQL  string
-	changedSQL string
 	deleteSQL  string
 	goneSQL    string
 	storedSQL  string
@@ -46,71 +45,66 @@ func NewTable(name string, columns ...string) *Table {
 	t.ident = pgx.Identifier(strings.Split(name, "."))
 	t.stage = "stage_" + strings.ReplaceAll(name, ".", "_")
 	t.copyCols = append([]string{"source", "id", "company_id", "branch_id"}, columns...)
-	t.copyCols = append(t.copyCols, "payload", "payload_hash", "listed_by")
+	t.copyCols = append(t.copyCols, "payload", "payload_hash", "listed_by", "first_listed_by")
 	t.stageCols = append(slices.Clone(t.copyCols), "own_labels")
 
 	// ON COMMIT DELETE ROWS keeps one staging table per connection instead
 	// of creating one per page: catalog churn costs WAL and time.
-	// own_labels: the record carries its company and branch itself (else
-	// the row keeps the labels it has).
+	// own_labels: the record carries its company and branch itself.
 	t.createSQL = fmt.Sprintf(`CREATE TEMP TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS, own_labels boolean) ON COMMIT DELETE ROWS`, t.stage, name)
 
-	cols := strings.Join(t.copyCols, ", ")
-	// What an existing row becomes: labels change only when the record
-	// carries its own (another login listing it changes none), and the
-	// login deciding its deletion changes only when it had none or the row
-	// comes back from deletion. A row marked stale (its payload, labels or
-	// listed_by were changed by something other than a sync, see
-	// erp.guard_rows) takes them all from the sync again.
-	sel := []string{"s.source", "s.id",
-		"CASE WHEN cur.id IS NULL OR s.own_labels OR " + stale("cur") + " THEN s.company_id ELSE cur.company_id END",
-		"CASE WHEN cur.id IS NULL OR s.own_labels OR " + stale("cur") + " THEN s.branch_id ELSE cur.branch_id END"}
-	for _, c := range columns {
-		sel = append(sel, "s."+c)
+	// What a listed row becomes (cur: the row stored, its columns NULL
+	// when there is none; s: the record as listed, labelled with the
+	// login's context when it carries no labels of its own).
+	becomes := map[string]string{
+		"company_id": "CASE WHEN " + ownLabels("cur", "s") + " THEN s.company_id ELSE cur.company_id END",
+		"branch_id":  "CASE WHEN " + ownLabels("cur", "s") + " THEN s.branch_id ELSE cur.branch_id END",
+		"listed_by": "CASE WHEN cur.id IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL OR " +
+			firstLister("cur") + " = s.listed_by THEN s.listed_by ELSE cur.listed_by END",
 	}
-	sel = append(sel, "s.payload", "s.payload_hash",
-		"CASE WHEN cur.id IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL OR "+stale("cur")+" THEN s.listed_by ELSE cur.listed_by END")
-	sCols := strings.Join(sel, ", ")
-	var set []string
-	for _, c := range t.copyCols[2:] {
-		set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
+	var sel, set []string
+	for _, c := range t.copyCols {
+		if e, ok := becomes[c]; ok {
+			sel = append(sel, e)
+		} else if c == "first_listed_by" {
+			sel = append(sel, "s.listed_by")
+		} else {
+			sel = append(sel, "s."+c)
+		}
+		if c != "source" && c != "id" && c != "first_listed_by" {
+			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
+		}
+	}
+	fromStage := func(c string) string {
+		if e, ok := becomes[c]; ok {
+			return e
+		}
+		return "s." + c
 	}
 	// The staging table has no statistics, so the rows it meets are named
 	// by id ($1 the source, $2 the ids): a join the planner could only
 	// guess at turns into a scan of the whole table on every page.
-	// The LEFT JOIN drops unchanged rows before they reach ON CONFLICT:
-	// DO UPDATE ... WHERE false still locks and WAL-logs the row, and an
-	// unchanged re-sync must write nothing. The hash makes that test cheap;
-	// the DO UPDATE WHERE is the exact test on the payload itself. The
-	// table's trigger (erp.guard_rows) keeps the version an update
+	// Every row of the page is staged and compared with the row stored by
+	// its content (differs), never by a hash the daemon's role could have
+	// written back: the LEFT JOIN drops unchanged rows before they reach
+	// ON CONFLICT (DO UPDATE ... WHERE false still locks and WAL-logs the
+	// row, and an unchanged re-sync must write nothing), and the DO UPDATE
+	// WHERE tests the same on the row as it is when the insert meets it.
+	// The table's trigger (erp.guard_rows) keeps the version an update
 	// replaces in the table's history and stamps synced_at: whoever
 	// changes a row leaves that trace, the sync included.
 	t.upsertSQL = fmt.Sprintf(`
-WITH up AS (
-    INSERT INTO %[1]s AS t (%[2]s)
-    SELECT %[3]s
-    FROM %[4]s s
-    LEFT JOIN (SELECT * FROM %[1]s WHERE source = $1 AND id = ANY($2::text[])) cur ON cur.id = s.id
-    WHERE cur.id IS NULL
-       OR cur.payload_hash <> s.payload_hash
-       OR cur.deleted_at IS NOT NULL
-       OR (s.own_labels AND (cur.company_id <> s.company_id OR cur.branch_id <> s.branch_id))
-    ON CONFLICT (source, id) DO UPDATE SET %[5]s, deleted_at = NULL
-    WHERE %[6]s
-       OR %[7]s
-       OR %[8]s
-    RETURNING (xmax = 0) AS inserted
-)
-SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
-		name, cols, sCols, t.stage, strings.Join(set, ", "), rewrites("t", "EXCLUDED"), relabels("t", "EXCLUDED"), stale("t"))
+INSERT INTO %[1]s AS t (%[2]s)
+SELECT %[3]s
+FROM %[4]s s
+LEFT JOIN (SELECT * FROM %[1]s WHERE source = $1 AND id = ANY($2::text[])) cur ON cur.id = s.id
+WHERE cur.id IS NULL OR %[5]s
+ON CONFLICT (source, id) DO UPDATE SET %[6]s, deleted_at = NULL
+WHERE %[7]s
+RETURNING id, xmax = 0`,
+		name, strings.Join(t.copyCols, ", "), strings.Join(sel, ", "), t.stage,
+		t.differs("cur", fromStage), strings.Join(set, ", "), t.differs("t", func(c string) string { return "EXCLUDED." + c }))
 
-	// Labels are compared only where the record carries its own: they
-	// never flip because another login listed the record.
-	t.changedSQL = fmt.Sprintf(`
-SELECT s.id, cur.id IS NULL FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::boolean[]) AS s(id, hash, company, branch, own)
-LEFT JOIN %s cur ON cur.source = $1 AND cur.id = s.id
-WHERE cur.id IS NULL OR cur.payload_hash <> s.hash OR cur.deleted_at IS NOT NULL
-   OR (s.own AND (cur.company_id <> s.company OR cur.branch_id <> s.branch))`, name)
 	t.hasRowsSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE source = $1)`, name)
 	t.othersSQL = fmt.Sprintf(`SELECT count(*) FROM %s WHERE source = $1 AND id = ANY($2::text[]) AND listed_by <> $3`, name)
 
@@ -142,29 +136,45 @@ JOIN %s t ON t.source = $1 AND t.id = s.id AND t.payload_hash = s.hash AND t.del
 	return t
 }
 
-// rewrites is the one test of whether a row's stored version (alias old)
-// is replaced by an incoming one (alias new): its content differs, or it
-// comes back from deletion.
-func rewrites(old, new string) string {
-	return fmt.Sprintf(`(%[1]s.payload IS DISTINCT FROM %[2]s.payload
-       OR %[1]s.deleted_at IS NOT NULL)`, old, new)
+// differs is the one test of whether a stored row (alias old) is written
+// again as a listed record makes it (the SQL of each of its columns,
+// from new): it is marked deleted, or its payload, typed columns, labels
+// or payload_hash differ, or its listed_by, once set, does. Content is
+// compared, never a hash alone: the daemon's role can write a hash back
+// over a changed row. A hash that differs is written again, so that it
+// stays the hash of the bytes last written; a listed_by not set yet (rows
+// from before logins) is no reason to write.
+func (t *Table) differs(old string, new func(col string) string) string {
+	cols := append([]string{"company_id", "branch_id"}, t.Columns...)
+	cols = append(cols, "payload", "payload_hash")
+	var o, n []string
+	for _, c := range cols {
+		o = append(o, old+"."+c)
+		n = append(n, new(c))
+	}
+	return fmt.Sprintf(`(%[1]s.deleted_at IS NOT NULL
+       OR (%[2]s) IS DISTINCT FROM (%[3]s)
+       OR (%[1]s.listed_by IS NOT NULL AND %[1]s.listed_by IS DISTINCT FROM %[4]s))`,
+		old, strings.Join(o, ", "), strings.Join(n, ", "), new("listed_by"))
 }
 
-// relabels tests whether a row's labels change with the same content: the
-// record's own company or branch now differs from what the row carries
-// (written before the record's own were read).
-func relabels(old, new string) string {
-	return fmt.Sprintf(`(%[1]s.company_id <> %[2]s.company_id OR %[1]s.branch_id <> %[2]s.branch_id)`, old, new)
+// ownLabels tests whether a listed record (alias s, labelled as
+// Labels says) gives a row (alias cur, its columns NULL when there is
+// none) its labels: when the row is new, when the record carries its own,
+// and when the login listing it is the row's first lister (the context of
+// its first lister labels a record that carries none). Another login
+// listing it changes none: a record listed by several logins is stored
+// once, and its labels never flip.
+func ownLabels(cur, s string) string {
+	return fmt.Sprintf("(%[1]s.id IS NULL OR %[2]s.own_labels OR %[3]s = %[2]s.listed_by)", cur, s, firstLister(cur))
 }
 
-// stale tests whether a row (alias t) carries erp.stale_hash(): its
-// payload, labels, listed_by or typed columns were changed without its
-// hash, so it is written again from the record, all of it. The sync's
-// own relabelling and returning rows earn the mark too (their hash does
-// not change) and are then written once more by the next sweep that
-// compares them: a few rows, and one rule for every writer.
-func stale(t string) string {
-	return t + ".payload_hash = erp.stale_hash()"
+// firstLister is the login that first listed a row (alias t), which
+// nobody changes (erp.guard_rows): first_listed_by, or, for a row not
+// written since before that column was kept, its listed_by, which the
+// trigger copies to first_listed_by on the row's first update.
+func firstLister(t string) string {
+	return fmt.Sprintf("coalesce(%[1]s.first_listed_by, %[1]s.listed_by)", t)
 }
 
 // decidedBy is the one rule of which rows a login's complete read decides
@@ -227,24 +237,19 @@ type UpsertOptions struct {
 }
 
 // Upsert writes rows (ids unique within the slice) in bulk: COPY into the
-// connection's staging table and one INSERT ... SELECT ... ON CONFLICT.
+// connection's staging table and one INSERT ... SELECT ... ON CONFLICT,
+// which writes the rows whose content differs from the warehouse's.
 func (t *Table) Upsert(ctx context.Context, tx Tx, sc model.Scope, rows []Row, opts UpsertOptions) (UpsertResult, error) {
 	var res UpsertResult
 	if len(rows) == 0 {
 		return res, nil
 	}
-	// First ask, with ids and hashes only, which rows differ from the
-	// warehouse: a re-sync of unchanged data then ships no payload at all.
 	ids := make([]string, len(rows))
-	hashes := make([][]byte, len(rows))
-	companies, branches, own := make([]string, len(rows)), make([]string, len(rows)), make([]bool, len(rows))
 	for i := range rows {
-		ids[i], hashes[i] = rows[i].ID, rows[i].Hash[:]
-		companies[i], branches[i] = labelsOf(sc, rows[i].Labels)
-		own[i] = rows[i].Labels.Own
+		ids[i] = rows[i].ID
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(t.changedSQL, sc.Source, ids, hashes, companies, branches, own)
+	batch.Queue(t.createSQL)
 	if opts.SeenBy != 0 {
 		batch.Queue(seenSQL, opts.SeenBy, ids)
 	}
@@ -252,19 +257,7 @@ func (t *Table) Upsert(ctx context.Context, tx Tx, sc model.Scope, rows []Row, o
 		batch.Queue(t.othersSQL, sc.Source, ids, sc.Login)
 	}
 	br := tx.SendBatch(ctx, batch)
-	var changedIDs []string
-	rows0, err := br.Query()
-	if err == nil {
-		var id string
-		var isNew bool
-		_, err = pgx.ForEachRow(rows0, []any{&id, &isNew}, func() error {
-			changedIDs = append(changedIDs, id)
-			if isNew {
-				res.New = append(res.New, id)
-			}
-			return nil
-		})
-	}
+	_, err := br.Exec()
 	if err == nil && opts.SeenBy != 0 {
 		_, err = br.Exec()
 	}
@@ -275,38 +268,30 @@ func (t *Table) Upsert(ctx context.Context, tx Tx, sc model.Scope, rows []Row, o
 		err = cerr
 	}
 	if err != nil {
-		return res, fmt.Errorf("%s compare with warehouse: %w", t.Name, Describe(err))
-	}
-	if len(changedIDs) == 0 {
-		res.Unchanged = int64(len(rows))
-		return res, nil
-	}
-	res.Changed = changedIDs
-	if len(changedIDs) < len(rows) {
-		keep := make(map[string]bool, len(changedIDs))
-		for _, id := range changedIDs {
-			keep[id] = true
-		}
-		changed := make([]Row, 0, len(changedIDs))
-		for _, r := range rows {
-			if keep[r.ID] {
-				changed = append(changed, r)
-			}
-		}
-		res.Unchanged = int64(len(rows) - len(changed))
-		rows = changed
-	}
-	if _, err := tx.Exec(ctx, t.createSQL); err != nil {
 		return res, fmt.Errorf("%s staging table: %w", t.Name, Describe(err))
 	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.stageCols, &rowSource{rows: rowsOf(rows), sc: sc, stage: true})
-	if err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.stageCols, &rowSource{rows: rowsOf(rows), sc: sc, stage: true}); err != nil {
 		return res, fmt.Errorf("%s copy to staging: %w", t.Name, Describe(err))
 	}
-	if err := tx.QueryRow(ctx, t.upsertSQL, sc.Source, changedIDs).Scan(&res.Inserted, &res.Updated); err != nil {
+	written, err := tx.Query(ctx, t.upsertSQL, sc.Source, ids)
+	if err == nil {
+		var id string
+		var inserted bool
+		_, err = pgx.ForEachRow(written, []any{&id, &inserted}, func() error {
+			res.Changed = append(res.Changed, id)
+			if inserted {
+				res.New = append(res.New, id)
+				res.Inserted++
+			} else {
+				res.Updated++
+			}
+			return nil
+		})
+	}
+	if err != nil {
 		return res, fmt.Errorf("%s upsert: %w", t.Name, Describe(err))
 	}
-	res.Unchanged += n - res.Inserted - res.Updated
+	res.Unchanged = int64(len(rows)) - res.Inserted - res.Updated
 	return res, nil
 }
 
@@ -438,7 +423,7 @@ func (s *rowSource) Values() ([]any, error) {
 	}
 	s.buf = append(s.buf[:0], s.source, r.ID, company, branch)
 	s.buf = append(s.buf, r.Values...)
-	s.buf = append(s.buf, r.Payload, r.Hash[:], s.listedBy)
+	s.buf = append(s.buf, r.Payload, r.Hash[:], s.listedBy, s.listedBy)
 	if s.stage {
 		s.buf = append(s.buf, r.Labels.Own)
 	}

@@ -63,8 +63,20 @@ func abandonSweep(ctx context.Context, q Querier, sweepID int64) error {
 // answered with, and the ids of t's rows that something other than that
 // sweep's pages changed since it began (see changedSince): a page
 // answered as it was then holds rows as the warehouse has them, but for
-// those.
+// those. The digests are bookkeeping the daemon's role writes, so a login
+// of that role can forge them; the sweep in progress therefore uses none
+// when it compares every page (see StartSweep): at the latest a week
+// after the login's last full comparison began, by the database's clock.
 func (t *Table) KnownPages(ctx context.Context, q Querier, k model.Key, sweepID int64) (Answers, []string, error) {
+	var all bool
+	err := q.QueryRow(ctx, `SELECT coalesce(bool_or(sweep_compares_all), false) FROM erp.sync_checkpoints
+WHERE source = $1 AND stream = $2 AND login = $3 AND sweep_id IS NOT NULL`, k.Source, k.Stream, k.Login).Scan(&all)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading whether the sweep compares every page: %w", Describe(err))
+	}
+	if all {
+		return nil, nil, nil
+	}
 	answers, err := pageDigests(ctx, q, k, sweepID)
 	if err != nil {
 		return nil, nil, err
@@ -72,6 +84,12 @@ func (t *Table) KnownPages(ctx context.Context, q Querier, k model.Key, sweepID 
 	changed, err := t.changedSince(ctx, q, k, sweepID)
 	return answers, changed, err
 }
+
+// fullComparisonEvery is how long a login's sweeps may use page digests
+// after a sweep of its that compared every page began: the longest a row
+// changed in the warehouse can be kept from the comparison by digests
+// forged after the change.
+const fullComparisonEvery = 7 * 24 * time.Hour
 
 // PageDigest is what one request of a sweep was answered with.
 type PageDigest struct {

@@ -34,6 +34,18 @@ type Comparison struct {
 	keepSQL    string
 	pages      int64
 	found      Differences
+	// The source's logins and their contexts (SetLogins).
+	logins, companies, branches []string
+}
+
+// SetLogins gives the comparison the context (company, branch) of each
+// login of the source, by login: a record without labels of its own is
+// expected with its first lister's.
+func (c *Comparison) SetLogins(contexts map[string][2]string) {
+	c.logins, c.companies, c.branches = nil, nil, nil
+	for login, cb := range contexts {
+		c.logins, c.companies, c.branches = append(c.logins, login), append(c.companies, cb[0]), append(c.branches, cb[1])
+	}
 }
 
 // NewComparison prepares the temporary tables on conn; money are typed
@@ -61,10 +73,14 @@ func (t *Table) NewComparison(ctx context.Context, conn *pgx.Conn, money []strin
 			return nil, fmt.Errorf("%s: preparing the comparison: %w", t.Name, Describe(err))
 		}
 	}
-	// Labels differ only where the record carries its own: a record
-	// without them keeps the labels of the login that first listed it.
+	// A record's labels are its own, else the context of the login that
+	// first listed it ($3 to $5: the source's logins and their contexts;
+	// a row first listed by a login the source no longer has is not
+	// compared by its labels).
+	firsts := fmt.Sprintf(`LEFT JOIN unnest($3::text[], $4::text[], $5::text[]) AS f(login, company_id, branch_id) ON f.login = %s`, firstLister("w"))
 	differs := []string{"w.id IS NULL", "w.payload IS DISTINCT FROM e.payload",
-		"(e.own_labels AND (w.company_id <> e.company_id OR w.branch_id <> e.branch_id))"}
+		"(e.own_labels AND (w.company_id <> e.company_id OR w.branch_id <> e.branch_id))",
+		"(NOT e.own_labels AND (w.company_id, w.branch_id) IS DISTINCT FROM (f.company_id, f.branch_id) AND f.login IS NOT NULL)"}
 	for _, col := range t.Columns {
 		differs = append(differs, fmt.Sprintf("w.%[1]s IS DISTINCT FROM e.%[1]s", col))
 	}
@@ -72,15 +88,19 @@ func (t *Table) NewComparison(ctx context.Context, conn *pgx.Conn, money []strin
 	// (see Table.upsertSQL).
 	c.compareSQL = fmt.Sprintf(`SELECT e.id, w.id IS NULL FROM %s e
 		LEFT JOIN (SELECT * FROM %s WHERE source = $1 AND id = ANY($2::text[]) AND deleted_at IS NULL) w ON w.id = e.id
-		WHERE %s`, c.page, t.Name, strings.Join(differs, " OR "))
-	// A record's labels for the sums: its own, else the warehouse's (the
-	// login that listed it first), else the context of the login listing
-	// it now.
+		%s
+		WHERE %s`, c.page, t.Name, firsts, strings.Join(differs, " OR "))
+	// A record's labels for the sums: its own, else its first lister's
+	// context, else the warehouse's, else the context of the login
+	// listing it now.
+	label := func(col string) string {
+		return fmt.Sprintf("CASE WHEN e.own_labels THEN e.%[1]s WHEN f.login IS NOT NULL THEN f.%[1]s WHEN w.id IS NOT NULL THEN w.%[1]s ELSE e.%[1]s END", col)
+	}
 	c.keepSQL = fmt.Sprintf(`INSERT INTO %[2]s
-		SELECT $1, e.id, CASE WHEN e.own_labels OR w.id IS NULL THEN e.company_id ELSE w.company_id END,
-		       CASE WHEN e.own_labels OR w.id IS NULL THEN e.branch_id ELSE w.branch_id END, e.month_src%[3]s
-		FROM %[1]s e LEFT JOIN (SELECT id, company_id, branch_id FROM %[4]s WHERE source = $2 AND id = ANY($3::text[])) w ON w.id = e.id`,
-		c.page, c.seen, eMoney, t.Name)
+		SELECT $6, e.id, %[5]s, %[6]s, e.month_src%[3]s
+		FROM %[1]s e LEFT JOIN (SELECT id, company_id, branch_id, listed_by, first_listed_by FROM %[4]s WHERE source = $1 AND id = ANY($2::text[])) w ON w.id = e.id
+		%[7]s`,
+		c.page, c.seen, eMoney, t.Name, label("company_id"), label("branch_id"), firsts)
 	return c, nil
 }
 
@@ -122,8 +142,8 @@ func (c *Comparison) Add(ctx context.Context, conn *pgx.Conn, sc model.Scope, ro
 		return fmt.Errorf("%s: copying the ERP's page: %w", c.table.Name, Describe(err))
 	}
 	b := &pgx.Batch{}
-	b.Queue(c.compareSQL, sc.Source, ids)
-	b.Queue(c.keepSQL, c.pages, sc.Source, ids)
+	b.Queue(c.compareSQL, sc.Source, ids, c.logins, c.companies, c.branches)
+	b.Queue(c.keepSQL, sc.Source, ids, c.logins, c.companies, c.branches, c.pages)
 	br := tx.SendBatch(ctx, b)
 	found, err := br.Query()
 	if err == nil {

@@ -52,5 +52,6 @@ var SideTables = map[string]Access{
 	"schema_drift":           Withheld,
 	"journal_line_documents": Withheld,
 	"currency_rates":         BySource,
+	"full_comparisons":       ByLogin,
 	"upgrade_findings":       Withheld,
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
@@ -152,8 +153,9 @@ func TestHistory(t *testing.T) {
 
 	t.Run("CannotBeWrittenByTheRuntimeRole", func(t *testing.T) {
 		// Over every table of erp: the daemon's role may not update a row's
-		// source, id, first_seen_at or synced_at, nor insert the last two
-		// (Postgres stamps them), and may not write any history.
+		// source, id, first_seen_at, synced_at or first_listed_by, nor insert
+		// first_seen_at or synced_at (Postgres stamps them), nor update when a
+		// sweep started, and may not write any history.
 		t.Parallel()
 		pool, _ := testdb.Pool(t)
 		rows, err := pool.Query(context.Background(), `
@@ -162,7 +164,8 @@ SELECT c.relname::text, a.attname::text,
        has_column_privilege('erpsync_runtime', c.oid, a.attnum, 'INSERT')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid
 WHERE n.nspname = 'erp' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
-  AND a.attname IN ('source', 'id', 'first_seen_at', 'synced_at')
+  AND (a.attname IN ('source', 'id', 'first_seen_at', 'synced_at', 'first_listed_by')
+       OR c.relname = 'sync_checkpoints' AND a.attname IN ('sweep_started_at', 'last_sweep_started_at'))
 ORDER BY 1, 2`)
 		if err != nil {
 			t.Fatal(err)
@@ -191,6 +194,74 @@ WHERE n.nspname = 'erp' AND c.relkind = 'r' AND c.relname LIKE '%\_history'
 		}
 		if checked < 50 {
 			t.Errorf("%d columns checked: too few for the query to mean anything", checked)
+		}
+	})
+
+	t.Run("HoldsOnlyTimesPostgresWroteAndTheFirstListerItWasGiven", func(t *testing.T) {
+		// Over every table the row trigger guards, with rows of every scope: a
+		// row the daemon's role marks deleted at a time of its own is deleted
+		// now, by Postgres's clock, and the time of a deletion stays as it was;
+		// a row without a first lister takes the one it is given, and then
+		// keeps it: the daemon's role may not change it, and its owner is
+		// refused. Every table with listed_by has a first lister.
+		t.Parallel()
+		pool, url := testdb.Pool(t)
+		fillEveryTable(t, pool)
+		ctx := context.Background()
+		if missing := queryStrings(t, pool, `
+SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid
+WHERE n.nspname = 'erp' AND c.relkind = 'r' AND a.attname = 'listed_by' AND c.relname NOT LIKE '%\_history'
+  AND NOT EXISTS (SELECT 1 FROM pg_attribute f WHERE f.attrelid = c.oid AND f.attname = 'first_listed_by' AND NOT f.attisdropped)`); len(missing) > 0 {
+			t.Errorf("tables with listed_by and no first_listed_by: %v", missing)
+		}
+		tables := queryStrings(t, pool, `SELECT c.relname::text FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'erp' AND g.tgname = 'guard_rows' ORDER BY 1`)
+		if len(tables) < 12 {
+			t.Fatalf("%d tables guarded (%v): too few for the test to mean anything", len(tables), tables)
+		}
+		runtime, owner := testdb.PoolAs(t, url, testdb.Role(t, "erpsync_runtime")), testdb.PoolAs(t, url, testdb.Owner)
+		exec := func(p *pgxpool.Pool, q string) error {
+			_, err := p.Exec(ctx, q)
+			return err
+		}
+		for _, tbl := range tables {
+			table := "erp." + pgx.Identifier{tbl}.Sanitize()
+			rows := count(t, pool, `SELECT count(*) FROM `+table)
+			if rows == 0 {
+				t.Fatalf("%s has no fixture rows", table)
+			}
+			for _, q := range []string{`UPDATE ` + table + ` SET listed_by = 'fx-first'`, `UPDATE ` + table + ` SET listed_by = 'fx-second'`} {
+				if err := exec(runtime, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if err := exec(runtime, `UPDATE `+table+` SET first_listed_by = 'fx-other'`); err == nil || !strings.Contains(err.Error(), "permission denied") {
+				t.Errorf("%s: the daemon's role changed first_listed_by (%v)", table, err)
+			}
+			if err := exec(owner, `UPDATE `+table+` SET first_listed_by = 'fx-other'`); err == nil || !strings.Contains(err.Error(), "first lister of a row never changes") {
+				t.Errorf("%s: the owner changed first_listed_by (%v)", table, err)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM `+table+` WHERE first_listed_by = 'fx-first' AND listed_by = 'fx-second'`); n != rows {
+				t.Errorf("%s: %d of %d rows kept the first lister they were given", table, n, rows)
+			}
+
+			var before, after time.Time
+			if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&before); err != nil {
+				t.Fatal(err)
+			}
+			if err := exec(runtime, `UPDATE `+table+` SET deleted_at = '2999-01-01'`); err != nil {
+				t.Fatal(err)
+			}
+			if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&after); err != nil {
+				t.Fatal(err)
+			}
+			if err := exec(runtime, `UPDATE `+table+` SET deleted_at = '2000-01-01'`); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM `+table+` WHERE deleted_at BETWEEN $1 AND $2`, before, after); n != rows {
+				t.Errorf("%s: %d of %d rows marked deleted at a time of the daemon's role's choosing were deleted by Postgres's clock and stayed so",
+					table, rows-n, rows)
+			}
 		}
 	})
 
@@ -243,10 +314,6 @@ WHERE n.nspname = 'erp' AND c.relkind = 'r' AND c.relname LIKE '%\_history'
 			}
 			if n := h.count(`SELECT count(*) FROM erp.invoices_history WHERE id = $1 AND valid_to = (SELECT synced_at FROM erp.invoices WHERE id = $1)`, victim[i]); n != 1 {
 				t.Errorf("%s left %d versions ending when the row was stamped, want 1", q, n)
-			}
-			stale := h.count(`SELECT count(*) FROM erp.invoices WHERE id = $1 AND payload_hash = erp.stale_hash()`, victim[i])
-			if want := int64(map[bool]int{true: 0, false: 1}[strings.Contains(q, "deleted_at")]); stale != want {
-				t.Errorf("%s: %d rows marked stale, want %d", q, stale, want)
 			}
 		}
 		if n := h.count(`SELECT count(*) FROM erp.invoices_history`) - before; n != 5 {

@@ -12,7 +12,7 @@ import (
 var SharedColumns = struct{ Before, After [][2]string }{
 	Before: [][2]string{{"source", "text NOT NULL"}, {"id", "text NOT NULL"}, {"company_id", "text NOT NULL"}, {"branch_id", "text NOT NULL"}},
 	After: [][2]string{{"payload", "jsonb NOT NULL"}, {"payload_hash", "bytea NOT NULL"}, {"listed_by", "text"},
-		{"first_seen_at", "timestamptz NOT NULL DEFAULT now()"}, {"synced_at", "timestamptz NOT NULL DEFAULT now()"}, {"deleted_at", "timestamptz"}},
+		{"first_listed_by", "text"}, {"first_seen_at", "timestamptz NOT NULL DEFAULT now()"}, {"synced_at", "timestamptz NOT NULL DEFAULT now()"}, {"deleted_at", "timestamptz"}},
 }
 
 // SQLType is the Postgres type of a column of type t.

@@ -45,7 +45,8 @@ WHERE n.nspname = 'erp' AND p.prokind = 'f' AND p.prorettype <> 'trigger'::regty
 	var sig, args string
 	var set bool
 	args0 := map[string]string{"": "", "ts timestamp with time zone": "now()", "month date": "current_date - 40",
-		"company_wide boolean": "true", "v jsonb": `'"2026-01-31"'::jsonb`, "id text": `'1'`}
+		"company_wide boolean": "true", "v jsonb": `'"2026-01-31"'::jsonb`, "id text": `'1'`,
+		"source text, stream text, login text, sweep_id bigint": "'test', 'invoices', 'erpsync', 1"}
 	if _, err := pgx.ForEachRow(rows, []any{&sig, &set, &args}, func() error {
 		call, ok := args0[args]
 		if !ok {

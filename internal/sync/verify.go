@@ -152,13 +152,22 @@ func verifyStream(ctx context.Context, conn *pgx.Conn, t Target, name string, s 
 		}
 		defer release()
 	}
+	// Every login's context first: a record without labels of its own is
+	// expected with the context of the login that first listed it, which
+	// need not be the login listing it.
+	contexts := make(map[string][2]string, len(t.Logins))
 	for _, l := range t.Logins {
 		id, err := l.Client.Identity(ctx)
 		if err != nil {
 			return fmt.Errorf("login %s: %w", l.Name, err)
 		}
+		contexts[l.Name] = [2]string{id.CompanyID, id.BranchID}
+	}
+	comparison.SetLogins(contexts)
+	for _, l := range t.Logins {
+		cb := contexts[l.Name]
 		v := &Verification{View: &View{target: t, login: l, scope: model.Scope{Key: model.Key{Source: t.Source, Stream: name, Login: l.Name},
-			CompanyID: id.CompanyID, BranchID: id.BranchID}}, conn: conn, comparison: comparison}
+			CompanyID: cb[0], BranchID: cb[1]}}, conn: conn, comparison: comparison}
 		if err := s.Verify(ctx, v); err != nil {
 			return fmt.Errorf("login %s: %w", l.Name, err)
 		}
