@@ -116,7 +116,9 @@ func writeInvoicesAsBefore(t *testing.T, pool *pgxpool.Pool, sim *erpsim.Sim, us
 		t.Fatal(err)
 	}
 	if typed {
-		if _, err := pool.Exec(ctx, `UPDATE erp.invoices SET `+migrations.TypedColumns["invoices"]); err != nil {
+		// (Written with the rows: no trigger sees it.)
+		if _, err := pool.Exec(ctx, `BEGIN; SET LOCAL session_replication_role = replica;
+			UPDATE erp.invoices SET `+migrations.TypedColumns["invoices"]+`; COMMIT`); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -723,6 +725,139 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("the periods after a sync of this release:\n got %s\nwant %s", got, want)
 		}
 	})
+
+	t.Run("SetsRightWhatTheReleaseBeforeLetItsRolePlant", func(t *testing.T) {
+		// A warehouse the release before wrote (schema 19), in the middle of a
+		// sweep, where its daemon's role planted a version (a row rewritten
+		// and marked deleted until 2999, then brought back as a sync did), a
+		// row deleted until 2999, and a last sweep started at infinity. The
+		// owner migrates: the planted version is cut back to when the row was
+		// written again, the future deletion to when the row was last written,
+		// the sweep's start forgotten, each reported in erp.upgrade_findings
+		// with what it was; every other row and version stays as it was, and
+		// as of now the invoice is answered once. The daemon's role resumes the
+		// sweep; the next one compares every page and the warehouse is the
+		// ERP's.
+		t.Parallel()
+		ctx := context.Background()
+		sim := erpsim.New(erpsim.Options{Invoices: 250, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
+		admin := testdb.EmptyOwned(t)
+		owner, err := db.Open(ctx, testdb.OwnerURL(admin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(owner.Close)
+		migrateUpTo(t, owner, hashedRelease)
+		pool, err := db.Open(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		q := func(sql string, args ...any) string {
+			t.Helper()
+			var s *string
+			if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			return str(s)
+		}
+		const login = "sync-riyadh"
+		cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, branchUsers[0], 50, login, 2)
+		invoices := sim.Invoices()
+		planted, deleted, changed := fmt.Sprint(invoices[10].ID), fmt.Sprint(invoices[20].ID), fmt.Sprint(invoices[30].ID)
+		for _, st := range []struct {
+			sql  string
+			args []any
+		}{
+			{`INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at,
+			valid_from, valid_to, ended_by)
+		  SELECT source, id, company_id, branch_id, total_bc - 1, payload, payload_hash, listed_by, first_seen_at, first_seen_at, synced_at, 'change'
+		  FROM erp.invoices WHERE id = $1`, []any{changed}},
+			{`INSERT INTO erp.sync_checkpoints (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, sweep_order, sweep_last_id,
+		      last_sweep_id, last_sweep_started_at, last_sweep_completed_at)
+		  VALUES ('main', 'invoices', $1, 7, now() - interval '1 hour', $2, 1, $3, 'ascending', $4, 6, now() - interval '2 days', now() - interval '2 days')`,
+				[]any{login, cursor, len(firstPage), firstPage[len(firstPage)-1]}},
+			{`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT 7, unnest($1::text[])`, []any{firstPage}},
+		} {
+			if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
+				t.Fatalf("%s: %v", st.sql, err)
+			}
+		}
+		// The attacks, as the daemon's role, under the release before's trigger.
+		runtime := testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime"))
+		for _, sql := range []string{
+			`UPDATE erp.invoices SET payload = '{"id": "planted"}', total_bc = 123456789, deleted_at = '2999-01-01' WHERE id = '` + planted + `'`,
+			`UPDATE erp.invoices i SET payload = h.payload, total_bc = h.total_bc, deleted_at = NULL
+			 FROM erp.invoices_history h WHERE h.id = i.id AND i.id = '` + planted + `'`,
+			`UPDATE erp.invoices SET deleted_at = '2999-01-01' WHERE id = '` + deleted + `'`,
+			`UPDATE erp.sync_checkpoints SET last_sweep_started_at = 'infinity'`,
+		} {
+			if _, err := runtime.Exec(ctx, sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+		if n := q(`SELECT count(*)::text FROM erp.invoices_as_of(now()) WHERE id = $1`, planted); n != "2" {
+			t.Fatalf("as of now invoice %s is answered %s times before the upgrade: the attack did not plant a version", planted, n)
+		}
+		kept := `SELECT string_agg(concat_ws('|', id, valid_from, valid_to, ended_by, total_bc, payload::text), E'\n' ORDER BY id, valid_from)
+			FROM erp.invoices_history WHERE total_bc <> 123456789`
+		rows := `SELECT string_agg(concat_ws('|', id, company_id, branch_id, total_bc, payload::text, listed_by, first_seen_at, synced_at, deleted_at),
+			E'\n' ORDER BY id) FROM erp.invoices WHERE id <> '` + deleted + `'`
+		keptBefore, rowsBefore := q(kept), q(rows)
+		plantedEnds := q(`SELECT synced_at::text FROM erp.invoices WHERE id = $1`, planted)
+		deletedWritten := q(`SELECT synced_at::text FROM erp.invoices WHERE id = $1`, deleted)
+
+		if _, err := db.Migrate(ctx, owner, nil); err != nil {
+			t.Fatalf("upgrading: %v", err)
+		}
+		if got := q(kept); got != keptBefore {
+			t.Errorf("versions the upgrade changed besides the planted one:\n%s", diffLines(keptBefore, got))
+		}
+		if got := q(rows); got != rowsBefore {
+			t.Errorf("rows the upgrade changed besides the one deleted in the future:\n%s", diffLines(rowsBefore, got))
+		}
+		if got := q(`SELECT string_agg(valid_to::text, ',') FROM erp.invoices_history WHERE id = $1 AND total_bc = 123456789`, planted); got != plantedEnds {
+			t.Errorf("the planted version now ends at %s, want %s, when the row was written again", got, plantedEnds)
+		}
+		if got := q(`SELECT deleted_at::text FROM erp.invoices WHERE id = $1`, deleted); got != deletedWritten {
+			t.Errorf("the row deleted in the future is now deleted at %s, want %s, when it was last written", got, deletedWritten)
+		}
+		if n := q(`SELECT count(*)::text FROM erp.invoices_as_of(now()) WHERE id = $1`, planted); n != "1" {
+			t.Errorf("as of now invoice %s is answered %s times after the upgrade, want once", planted, n)
+		}
+		findings := q(`SELECT string_agg(concat_ws(' ', migration, table_name, key), ',' ORDER BY table_name) FROM erp.upgrade_findings WHERE migration = 20`)
+		if want := "20 invoices main/" + deleted + ",20 invoices_history main/" + planted + ",20 sync_checkpoints main/invoices/" + login; findings != want {
+			t.Errorf("findings: %s, want %s", findings, want)
+		}
+		if n := q(`SELECT count(*)::text FROM erp.upgrade_findings WHERE what LIKE '%123456789%' AND what LIKE '%2999-01-01%' AND table_name = 'invoices_history'`); n != "1" {
+			t.Errorf("the finding of the planted version does not keep what it was")
+		}
+		if got := q(`SELECT (last_sweep_started_at IS NULL)::text FROM erp.sync_checkpoints`); got != "true" {
+			t.Errorf("the last sweep's start of infinity was kept")
+		}
+
+		// The daemon's role resumes sweep 7, which began before the upgrade;
+		// the sweep after it compares every page.
+		runner := &sync.Runner{Pool: testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime")), Prefetch: 1}
+		tgt := twoLogins(t, sim)
+		tgt.Source, tgt.Logins, tgt.PageSize = "main", tgt.Logins[:1], 50
+		if res := syncLogins(t, runner, tgt, "invoices")[0]; res.SweepID != 7 {
+			t.Errorf("the run after the upgrade ran sweep %d, want the interrupted sweep 7 resumed", res.SweepID)
+		}
+		if n := q(`SELECT count(*)::text FROM erp.full_comparisons`); n != "0" {
+			t.Errorf("the resumed sweep, begun before the upgrade, was recorded as a full comparison")
+		}
+		syncLogins(t, runner, tgt, "invoices")
+		if n := q(`SELECT count(*)::text FROM erp.full_comparisons`); n != "1" {
+			t.Errorf("%s full comparisons after the sweep after the resumed one, want 1", n)
+		}
+		if got, want := q(`SELECT count(*) || ' ' || sum(total_bc) FROM erp.invoices_as_of(now())`), fmt.Sprintf("%d %s", len(invoices), sim.InvoiceTotal()); got != want {
+			t.Errorf("as of now: %s, want the ERP's %s", got, want)
+		}
+		if n := q(`SELECT count(*)::text FROM erp.invoices_history WHERE valid_to > now()`); n != "0" {
+			t.Errorf("%s versions end after now", n)
+		}
+	})
 }
 
 // ownedWarehouseAt is a warehouse made as an installation is (see
@@ -757,6 +892,10 @@ func ownedWarehouseAt(t *testing.T, version int64) (string, *pgxpool.Pool, *pgxp
 // lastRelease is the schema version of the release before this one
 // (cc247a8).
 const lastRelease = 17
+
+// hashedRelease is the schema version of the last release whose sweeps
+// compared rows by payload_hash (ebd261e).
+const hashedRelease = 19
 
 // previousRelease is the schema version of the release before the
 // hardened access model (fd15670).
