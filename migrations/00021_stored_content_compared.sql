@@ -43,15 +43,16 @@
 --    the future is deleted when Postgres last wrote it; a sweep start in
 --    the future is forgotten.
 
--- What upgrades found and set right, for the operator to read.
+-- What upgrades found and set right, for the operator to read (migration
+-- 19 makes it too, as it is here).
 CREATE TABLE IF NOT EXISTS erp.upgrade_findings (
-    found_at   timestamptz DEFAULT now(),
-    migration  int,
-    table_name text,
-    key        text,
-    what       text
+    found_at   timestamptz NOT NULL DEFAULT now(),
+    migration  bigint      NOT NULL,
+    table_name text        NOT NULL,
+    key        text        NOT NULL,
+    what       text        NOT NULL
 );
-COMMENT ON TABLE erp.upgrade_findings IS 'what an upgrade found that no sync writes, and how it set it right (the content it changed is in what)';
+COMMENT ON TABLE erp.upgrade_findings IS 'what a migration found wrong in the warehouse and set right, one row per finding';
 CALL erp.apply_access('upgrade_findings', 'withheld');
 REVOKE ALL ON erp.upgrade_findings FROM PUBLIC;
 
@@ -153,6 +154,19 @@ UPDATE erp.sync_checkpoints c SET
     sweep_started_at = CASE WHEN c.sweep_started_at > now() THEN now() ELSE c.sweep_started_at END,
     last_sweep_started_at = CASE WHEN c.last_sweep_started_at > now() THEN NULL ELSE c.last_sweep_started_at END
 FROM planted p WHERE c.ctid = p.at;
+
+-- +goose StatementBegin
+DO $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT count(*) INTO n FROM erp.upgrade_findings WHERE migration = 20;
+    IF n > 0 THEN
+        RAISE WARNING 'erpsync: % time(s) no sync wrote were set right (versions, deletions, sweep starts); SELECT * FROM erp.upgrade_findings WHERE migration = 20 says what was found', n;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 
 -- 1. The first lister, on every guarded table with listed_by, and in its
 -- history (refresh_history adds the column, NULL in versions of before).
