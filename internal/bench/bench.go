@@ -1,7 +1,8 @@
 // Package bench is the performance reports behind `make bench` and `make
 // freshness`. The first: a full invoice sync of N simulated invoices
 // measured against the COPY of the very same rows (the ingest limit of
-// this machine), an unchanged re-sync, a re-sync after 1% of the rows
+// this machine), an unchanged re-sync, a re-sync comparing every page (a
+// login's weekly full comparison), a re-sync after 1% of the rows
 // changed (with and without history), a naive row-by-row baseline, and the
 // panel report: the finance dashboard's invoice panels as each login reads
 // them against the same question on a typed copy of the invoices
@@ -66,8 +67,12 @@ type Options struct {
 type sample struct {
 	syncSecs, copySecs, resyncSecs float64
 	peakRSS, resyncRSS             int64 // bytes
-	syncWAL, copyWAL, resyncWAL    int64
-	rows                           int64
+	// A re-sync comparing every page with the warehouse, nothing changed:
+	// a login's full comparison (once a week, and after erpsync reset).
+	fullSecs                    float64
+	fullWAL                     int64
+	syncWAL, copyWAL, resyncWAL int64
+	rows                        int64
 	// A re-sync after 1% of the invoices changed, keeping history (the
 	// default) and not keeping it.
 	changedSecs, changedNoHistorySecs float64
@@ -138,8 +143,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 			out.Write(panels.Bytes())
 			return fmt.Errorf("run %d: %w", i+1, err)
 		}
-		fmt.Fprintf(out, "  run %d: first load %.2fs = %.2fx COPY (%.2fs), peak RSS %.1f MiB, re-sync %.2fs, 1%% changed %.2fs (no history %.2fs)\n",
-			i+1, s.syncSecs, s.syncSecs/s.copySecs, s.copySecs, mib(s.peakRSS), s.resyncSecs, s.changedSecs, s.changedNoHistorySecs)
+		fmt.Fprintf(out, "  run %d: first load %.2fs = %.2fx COPY (%.2fs), peak RSS %.1f MiB, re-sync %.2fs, every page compared %.2fs, 1%% changed %.2fs (no history %.2fs)\n",
+			i+1, s.syncSecs, s.syncSecs/s.copySecs, s.copySecs, mib(s.peakRSS), s.resyncSecs, s.fullSecs, s.changedSecs, s.changedNoHistorySecs)
 		samples = append(samples, s)
 	}
 	naive, err := o.naiveBaseline(ctx, false)
@@ -168,6 +173,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	rwal := med(func(s sample) float64 { return float64(s.resyncWAL) })
 	rsecs := med(func(s sample) float64 { return s.resyncSecs })
 	rrss := med(func(s sample) float64 { return float64(s.resyncRSS) })
+	fullS := med(func(s sample) float64 { return s.fullSecs })
+	fullWAL := med(func(s sample) float64 { return float64(s.fullWAL) })
 	rowsPerSec := float64(o.Invoices) / syncS
 	chS := med(func(s sample) float64 { return s.changedSecs })
 	chWAL := med(func(s sample) float64 { return float64(s.changedWAL) })
@@ -183,6 +190,7 @@ medians of %d runs, N = %d
   sync / COPY            %8.2f     (target <= %.2f)
   unchanged re-sync      %8.2f s                     peak RSS %6.1f MiB   WAL %8.3f MiB = %.3f%% of the first sync (target <= %.0f%%)
   re-sync / full sync    %8.2f     (target <= %.2f)
+  every page compared    %8.2f s                                           WAL %8.3f MiB   (unchanged, after erpsync reset: a login's weekly full comparison)
   1%% changed, history    %8.2f s   %10.0f versions kept                    WAL %8.1f MiB
   1%% changed, no history %8.2f s                                           WAL %8.1f MiB
   row-by-row baseline    %8.2f s   %10.0f rows/s   (N = %d, INSERT ... ON CONFLICT per row, each its own transaction)
@@ -196,6 +204,7 @@ medians of %d runs, N = %d
 		ratio, copyGoal,
 		rsecs, mib(int64(rrss)), mib(int64(rwal)), 100*rwal/wal, resyncWALPct,
 		rsecs/syncS, resyncGoal,
+		fullS, mib(int64(fullWAL)),
 		chS, versions, mib(int64(chWAL)),
 		chNoS, mib(int64(chNoWAL)),
 		naive.secs, naive.rowsPerSec, o.Baseline,
@@ -259,7 +268,9 @@ func (o Options) runOnce(ctx context.Context, sim *erpsim.Sim, base string, i in
 		return s, err
 	}
 	defer admin.Close(ctx)
-	if err := migrate(ctx, dbURL); err != nil {
+	// The schema is the measured binary's own, so that a binary of
+	// another release is measured on its schema.
+	if err := o.command(ctx, dbURL, base, "migrate"); err != nil {
 		return s, err
 	}
 	admin.Exec(ctx, "CHECKPOINT")
@@ -318,6 +329,18 @@ func (o Options) runOnce(ctx context.Context, sim *erpsim.Sim, base string, i in
 		return s, err
 	}
 	s.resyncWAL = walDiff(ctx, admin, lsn(ctx, admin), lsn3)
+
+	// The full comparison: the same re-sync after erpsync reset, which
+	// forgets the page digests, so that every page is compared.
+	if err := o.command(ctx, dbURL, base, "reset", "invoices", "--yes"); err != nil {
+		return s, err
+	}
+	admin.Exec(ctx, "CHECKPOINT")
+	lsn4 := lsn(ctx, admin)
+	if s.fullSecs, _, err = o.child(ctx, dbURL, base); err != nil {
+		return s, err
+	}
+	s.fullWAL = walDiff(ctx, admin, lsn(ctx, admin), lsn4)
 
 	// The steady state of a busy installation: 1% of the invoices
 	// changed since the last sweep, without history, then with it. The
@@ -418,6 +441,17 @@ func (o Options) child(ctx context.Context, dbURL, base string, env ...string) (
 		return 0, 0, fmt.Errorf("reading /usr/bin/time output %q: %w", out, err)
 	}
 	return secs, kb * 1024, nil
+}
+
+// command runs the measured binary with args (erpsync migrate, erpsync
+// reset ...) and waits for it to succeed.
+func (o Options) command(ctx context.Context, dbURL, base string, args ...string) error {
+	cmd := exec.CommandContext(ctx, o.Binary, args...)
+	cmd.Env = erpsyncEnv(dbURL, base, o.PageSize)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("erpsync %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // migrate brings the database at dbURL to the schema of this tree.
