@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,12 +26,17 @@ type Table struct {
 	Name    string   // schema-qualified, e.g. erp.invoices
 	Columns []string // typed columns, in the order of Row.Values
 
-	ident      pgx.Identifier
-	stage      string
-	copyCols   []string
-	stageCols  []string // copyCols and own_labels
-	createSQL  string
-	upsertSQL  string
+	ident     pgx.Identifier
+	stage     string
+	copyCols  []string
+	stageCols []string // copyCols and own_labels
+	createSQL string
+	upsertSQL string
+	// changedSQL compares a page's rows without their payloads (see
+	// changedQuery); fromStage is what a listed row becomes, by column.
+	changedMu  sync.Mutex
+	changedSQL string
+	fromStage  func(col string) string
 	deleteSQL  string
 	goneSQL    string
 	storedSQL  string
@@ -81,15 +87,18 @@ func NewTable(name string, columns ...string) *Table {
 		}
 		return "s." + c
 	}
+
+	t.fromStage = fromStage
 	// The staging table has no statistics, so the rows it meets are named
 	// by id ($1 the source, $2 the ids): a join the planner could only
 	// guess at turns into a scan of the whole table on every page.
-	// Every row of the page is staged and compared with the row stored by
-	// its content (differs), never by a hash the daemon's role could have
-	// written back: the LEFT JOIN drops unchanged rows before they reach
-	// ON CONFLICT (DO UPDATE ... WHERE false still locks and WAL-logs the
-	// row, and an unchanged re-sync must write nothing), and the DO UPDATE
-	// WHERE tests the same on the row as it is when the insert meets it.
+	// The rows staged (those changedQuery found different) are compared
+	// with the rows stored by their content (differs), never by a hash the
+	// daemon's role could have written back: the LEFT JOIN drops unchanged
+	// rows before they reach ON CONFLICT (DO UPDATE ... WHERE false still
+	// locks and WAL-logs the row, and an unchanged re-sync must write
+	// nothing), and the DO UPDATE WHERE tests the same on the row as it is
+	// when the insert meets it.
 	// The table's trigger (erp.guard_rows) keeps the version an update
 	// replaces in the table's history and stamps synced_at: whoever
 	// changes a row leaves that trace, the sync included.
@@ -103,7 +112,8 @@ ON CONFLICT (source, id) DO UPDATE SET %[6]s, deleted_at = NULL
 WHERE %[7]s
 RETURNING id, xmax = 0`,
 		name, strings.Join(t.copyCols, ", "), strings.Join(sel, ", "), t.stage,
-		t.differs("cur", fromStage), strings.Join(set, ", "), t.differs("t", func(c string) string { return "EXCLUDED." + c }))
+		t.differs("cur", fromStage, "cur.payload IS DISTINCT FROM s.payload"), strings.Join(set, ", "),
+		t.differs("t", func(c string) string { return "EXCLUDED." + c }, "t.payload IS DISTINCT FROM EXCLUDED.payload"))
 
 	t.hasRowsSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE source = $1)`, name)
 	t.othersSQL = fmt.Sprintf(`SELECT count(*) FROM %s WHERE source = $1 AND id = ANY($2::text[]) AND listed_by <> $3`, name)
@@ -138,15 +148,16 @@ JOIN %s t ON t.source = $1 AND t.id = s.id AND t.payload_hash = s.hash AND t.del
 
 // differs is the one test of whether a stored row (alias old) is written
 // again as a listed record makes it (the SQL of each of its columns,
-// from new): it is marked deleted, or its payload, typed columns, labels
-// or payload_hash differ, or its listed_by, once set, does. Content is
-// compared, never a hash alone: the daemon's role can write a hash back
-// over a changed row. A hash that differs is written again, so that it
-// stays the hash of the bytes last written; a listed_by not set yet (rows
-// from before logins) is no reason to write.
-func (t *Table) differs(old string, new func(col string) string) string {
+// from new; payloads, the SQL of whether the payloads differ): it is
+// marked deleted, or its payload, typed columns, labels or payload_hash
+// differ, or its listed_by, once set, does. Content is compared, never a
+// hash alone: the daemon's role can write a hash back over a changed
+// row. A hash that differs is written again, so that it stays the hash
+// of the bytes last written; a listed_by not set yet (rows from before
+// logins) is no reason to write.
+func (t *Table) differs(old string, new func(col string) string, payloads string) string {
 	cols := append([]string{"company_id", "branch_id"}, t.Columns...)
-	cols = append(cols, "payload", "payload_hash")
+	cols = append(cols, "payload_hash")
 	var o, n []string
 	for _, c := range cols {
 		o = append(o, old+"."+c)
@@ -154,8 +165,9 @@ func (t *Table) differs(old string, new func(col string) string) string {
 	}
 	return fmt.Sprintf(`(%[1]s.deleted_at IS NOT NULL
        OR (%[2]s) IS DISTINCT FROM (%[3]s)
+       OR %[5]s
        OR (%[1]s.listed_by IS NOT NULL AND %[1]s.listed_by IS DISTINCT FROM %[4]s))`,
-		old, strings.Join(o, ", "), strings.Join(n, ", "), new("listed_by"))
+		old, strings.Join(o, ", "), strings.Join(n, ", "), new("listed_by"), payloads)
 }
 
 // ownLabels tests whether a listed record (alias s, labelled as
@@ -236,44 +248,62 @@ type UpsertOptions struct {
 	CountOthers bool
 }
 
-// Upsert writes rows (ids unique within the slice) in bulk: COPY into the
-// connection's staging table and one INSERT ... SELECT ... ON CONFLICT,
-// which writes the rows whose content differs from the warehouse's.
+// Upsert writes rows (ids unique within the slice) in bulk: the rows are
+// compared with the warehouse's by content, their payloads by digest, in
+// one round trip (see changedQuery); the rows that differ are COPYed into
+// the connection's staging table and written by one INSERT ... SELECT ...
+// ON CONFLICT, which compares them exactly.
 func (t *Table) Upsert(ctx context.Context, tx Tx, sc model.Scope, rows []Row, opts UpsertOptions) (UpsertResult, error) {
 	var res UpsertResult
 	if len(rows) == 0 {
 		return res, nil
 	}
-	ids := make([]string, len(rows))
-	for i := range rows {
-		ids[i] = rows[i].ID
+	query, err := t.changedQuery(ctx, tx)
+	if err != nil {
+		return res, err
 	}
+	args := t.changedArgs(sc, rows)
+	ids := args[1].([]string)
+	var changedIDs []string
 	batch := &pgx.Batch{}
-	batch.Queue(t.createSQL)
+	batch.Queue(query, args...).Query(func(found pgx.Rows) error {
+		var err error
+		changedIDs, err = pgx.CollectRows(found, pgx.RowTo[string])
+		return err
+	})
 	if opts.SeenBy != 0 {
 		batch.Queue(seenSQL, opts.SeenBy, ids)
 	}
 	if opts.CountOthers {
-		batch.Queue(t.othersSQL, sc.Source, ids, sc.Login)
+		batch.Queue(t.othersSQL, sc.Source, ids, sc.Login).QueryRow(func(r pgx.Row) error { return r.Scan(&res.OthersListed) })
 	}
-	br := tx.SendBatch(ctx, batch)
-	_, err := br.Exec()
-	if err == nil && opts.SeenBy != 0 {
-		_, err = br.Exec()
+	if err := sendBatch(ctx, tx, batch, t.Name+" compare with warehouse"); err != nil {
+		return res, err
 	}
-	if err == nil && opts.CountOthers {
-		err = br.QueryRow().Scan(&res.OthersListed)
+	res.Unchanged = int64(len(rows) - len(changedIDs))
+	if len(changedIDs) == 0 {
+		return res, nil
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	if len(changedIDs) < len(rows) {
+		keep := make(map[string]bool, len(changedIDs))
+		for _, id := range changedIDs {
+			keep[id] = true
+		}
+		changed := make([]Row, 0, len(changedIDs))
+		for _, r := range rows {
+			if keep[r.ID] {
+				changed = append(changed, r)
+			}
+		}
+		rows = changed
 	}
-	if err != nil {
+	if _, err := tx.Exec(ctx, t.createSQL); err != nil {
 		return res, fmt.Errorf("%s staging table: %w", t.Name, Describe(err))
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{t.stage}, t.stageCols, &rowSource{rows: rowsOf(rows), sc: sc, stage: true}); err != nil {
 		return res, fmt.Errorf("%s copy to staging: %w", t.Name, Describe(err))
 	}
-	written, err := tx.Query(ctx, t.upsertSQL, sc.Source, ids)
+	written, err := tx.Query(ctx, t.upsertSQL, sc.Source, changedIDs)
 	if err == nil {
 		var id string
 		var inserted bool
@@ -291,7 +321,7 @@ func (t *Table) Upsert(ctx context.Context, tx Tx, sc model.Scope, rows []Row, o
 	if err != nil {
 		return res, fmt.Errorf("%s upsert: %w", t.Name, Describe(err))
 	}
-	res.Unchanged = int64(len(rows)) - res.Inserted - res.Updated
+	res.Unchanged += int64(len(rows)) - res.Inserted - res.Updated
 	return res, nil
 }
 

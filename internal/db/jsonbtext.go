@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"slices"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -18,7 +19,9 @@ import (
 // two different jsonb values never print alike, which Postgres's output
 // holds and TestContentDigest holds this to against Postgres itself.
 func ContentDigest(raw []byte) (digest [sha256.Size]byte, ok bool) {
-	w := jsonbWriter{in: raw}
+	w := writers.Get().(*jsonbWriter)
+	defer writers.Put(w)
+	w.in, w.i, w.out = raw, 0, w.out[:0]
 	w.skipSpace()
 	if !w.value(0) {
 		return digest, false
@@ -30,6 +33,10 @@ func ContentDigest(raw []byte) (digest [sha256.Size]byte, ok bool) {
 	return sha256.Sum256(w.out), true
 }
 
+// writers keep their buffers from one record to the next: a page's
+// records are digested one after the other.
+var writers = sync.Pool{New: func() any { return new(jsonbWriter) }}
+
 // jsonbWriter reads JSON from in and writes it to out as jsonb_out
 // prints it: objects with their keys once each (the last value of a key
 // repeated), ordered by length then bytes, "key": value, separated by
@@ -39,6 +46,12 @@ type jsonbWriter struct {
 	in  []byte
 	i   int
 	out []byte
+	// members holds an object's members by depth, scratch an object's
+	// printed values while they are put in order, and str a string's
+	// bytes unescaped.
+	members [][]member
+	scratch []byte
+	str     []byte
 }
 
 // maxDepth is as deep as a document may nest (the sync rejects deeper
@@ -66,7 +79,7 @@ func (w *jsonbWriter) value(depth int) bool {
 	case c == '[':
 		return w.array(depth)
 	case c == '"':
-		s, ok := w.str()
+		s, ok := w.readString()
 		if ok {
 			w.out = appendJSONString(w.out, s)
 		}
@@ -93,7 +106,11 @@ type member struct {
 func (w *jsonbWriter) object(depth int) bool {
 	w.i++ // {
 	w.skipSpace()
-	var members []member
+	for len(w.members) <= depth {
+		w.members = append(w.members, nil)
+	}
+	members := w.members[depth][:0]
+	defer func() { w.members[depth] = members[:0] }()
 	begin := len(w.out)
 	if w.i < len(w.in) && w.in[w.i] == '}' {
 		w.i++
@@ -105,9 +122,12 @@ func (w *jsonbWriter) object(depth int) bool {
 		if w.i >= len(w.in) || w.in[w.i] != '"' {
 			return false
 		}
-		key, ok := w.str()
+		key, ok := w.readString()
 		if !ok {
 			return false
+		}
+		if len(w.str) > 0 {
+			key = slices.Clone(key) // an unescaped key: w.str is reused
 		}
 		w.skipSpace()
 		if w.i >= len(w.in) || w.in[w.i] != ':' {
@@ -141,7 +161,8 @@ func (w *jsonbWriter) object(depth int) bool {
 		}
 		return bytes.Compare(a.key, b.key)
 	})
-	values := slices.Clone(w.out[begin:])
+	w.scratch = append(w.scratch[:0], w.out[begin:]...)
+	values := w.scratch
 	w.out = append(w.out[:begin], '{')
 	first := true
 	for j, m := range members {
@@ -191,11 +212,23 @@ func (w *jsonbWriter) array(depth int) bool {
 	}
 }
 
-// str reads a string and returns its bytes unescaped; Postgres refuses
-// \u0000, a lone surrogate and bytes that are not UTF-8.
-func (w *jsonbWriter) str() ([]byte, bool) {
+// readString reads a string and returns its bytes unescaped (in w.str
+// when it had escapes, else in the input: w.str is then empty); Postgres
+// refuses \u0000, a lone surrogate and bytes that are not UTF-8.
+func (w *jsonbWriter) readString() ([]byte, bool) {
 	w.i++ // "
-	var s []byte
+	start := w.i
+	for w.i < len(w.in) && w.in[w.i] != '"' && w.in[w.i] != '\\' && w.in[w.i] >= 0x20 {
+		w.i++
+	}
+	if w.i < len(w.in) && w.in[w.i] == '"' {
+		w.str = w.str[:0]
+		w.i++
+		s := w.in[start : w.i-1]
+		return s, utf8.Valid(s)
+	}
+	s := append(w.str[:0], w.in[start:w.i]...)
+	defer func() { w.str = s }()
 	for w.i < len(w.in) {
 		c := w.in[w.i]
 		switch {
@@ -279,7 +312,13 @@ func (w *jsonbWriter) hex4() (rune, bool) {
 func appendJSONString(dst, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
-	for _, c := range s {
+	run := 0 // s[run:i] needs no escape
+	for i, c := range s {
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[run:i]...)
+		run = i + 1
 		switch c {
 		case '\b':
 			dst = append(dst, `\b`...)
@@ -296,13 +335,10 @@ func appendJSONString(dst, s []byte) []byte {
 		case '\\':
 			dst = append(dst, `\\`...)
 		default:
-			if c < 0x20 {
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			} else {
-				dst = append(dst, c)
-			}
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
 	}
+	dst = append(dst, s[run:]...)
 	return append(dst, '"')
 }
 
@@ -320,48 +356,47 @@ func (w *jsonbWriter) number() bool {
 		neg = true
 		w.i++
 	}
-	start := w.i
-	for w.i < len(w.in) && w.in[w.i] >= '0' && w.in[w.i] <= '9' {
-		w.i++
-	}
-	intDigits := w.in[start:w.i]
+	begin := w.i
+	intDigits := w.digits()
 	if len(intDigits) == 0 || len(intDigits) > 1 && intDigits[0] == '0' {
 		return false
 	}
 	var fracDigits []byte
 	if w.i < len(w.in) && w.in[w.i] == '.' {
 		w.i++
-		start = w.i
-		for w.i < len(w.in) && w.in[w.i] >= '0' && w.in[w.i] <= '9' {
-			w.i++
-		}
-		fracDigits = w.in[start:w.i]
-		if len(fracDigits) == 0 {
+		if fracDigits = w.digits(); len(fracDigits) == 0 {
 			return false
 		}
+	}
+	if w.i >= len(w.in) || w.in[w.i] != 'e' && w.in[w.i] != 'E' {
+		// Without an exponent numeric_out writes the text as it came, but
+		// for the sign of a zero.
+		text := w.in[begin:w.i]
+		if neg && len(bytes.Trim(text, "0.")) > 0 {
+			w.out = append(w.out, '-')
+		}
+		w.out = append(w.out, text...)
+		return true
+	}
+	w.i++
+	sign := 1
+	if w.i < len(w.in) && (w.in[w.i] == '+' || w.in[w.i] == '-') {
+		if w.in[w.i] == '-' {
+			sign = -1
+		}
+		w.i++
+	}
+	expDigits := w.digits()
+	if len(expDigits) == 0 {
+		return false
 	}
 	exp := 0
-	if w.i < len(w.in) && (w.in[w.i] == 'e' || w.in[w.i] == 'E') {
-		w.i++
-		sign := 1
-		if w.i < len(w.in) && (w.in[w.i] == '+' || w.in[w.i] == '-') {
-			if w.in[w.i] == '-' {
-				sign = -1
-			}
-			w.i++
-		}
-		start = w.i
-		for w.i < len(w.in) && w.in[w.i] >= '0' && w.in[w.i] <= '9' {
-			if exp = exp*10 + int(w.in[w.i]-'0'); exp > maxExponent {
-				return false
-			}
-			w.i++
-		}
-		if w.i == start {
+	for _, c := range expDigits {
+		if exp = exp*10 + int(c-'0'); exp > maxExponent {
 			return false
 		}
-		exp *= sign
 	}
+	exp *= sign
 	digits := append(slices.Clone(intDigits), fracDigits...)
 	point := len(intDigits) + exp // digits before the point
 	scale := max(0, len(fracDigits)-exp)
@@ -392,4 +427,13 @@ func (w *jsonbWriter) number() bool {
 		w.out = append(w.out, fp...)
 	}
 	return true
+}
+
+// digits reads the decimal digits that follow.
+func (w *jsonbWriter) digits() []byte {
+	start := w.i
+	for w.i < len(w.in) && w.in[w.i] >= '0' && w.in[w.i] <= '9' {
+		w.i++
+	}
+	return w.in[start:w.i]
 }
