@@ -73,37 +73,43 @@ func TestRuntimeRole(t *testing.T) {
 	t.Run("CannotKeepARowPastACompleteSweepByWritingItsHashBack", func(t *testing.T) {
 		// The attack: a row's payload and total changed (which leaves a
 		// version), then its hash written back, as the release before marked a
-		// hash changed without its payload. The next complete sweep, using the
-		// page digests of the last, compares the page's rows by content and
-		// writes the row again; verify saw the difference before.
+		// hash changed without its payload; and another row's payload alone
+		// (a field no typed column reads), its hash written back. The next
+		// complete sweep, using the page digests of the last, compares the
+		// page's rows by content and writes both again; verify saw them before.
 		t.Parallel()
 		h := newHarness(t, erpsim.Options{Invoices: 200})
 		h.runner = &sync.Runner{Pool: runtimeLogin(t, h.url), Prefetch: 1}
 		h.mustRun("invoices") // a bulk load: a full comparison
 		h.mustRun("invoices") // an ordinary sweep, whose digests the next uses
 		want := h.text(rowState)
-		victim := h.text(`SELECT min(id) FROM erp.invoices`)
-		hash := h.text(`SELECT encode(payload_hash, 'hex') FROM erp.invoices WHERE id = $1`, victim)
-
+		victims := strings.Split(h.text(`SELECT string_agg(id, ',' ORDER BY id) FROM (SELECT id FROM erp.invoices ORDER BY id LIMIT 2) x`), ",")
 		attacker := runtimeLogin(t, h.url)
-		attack(t, attacker, `UPDATE erp.invoices SET payload = jsonb_set(payload, '{total_bc}', '"0.01"'), total_bc = 0.01 WHERE id = '`+victim+`'`)
-		if n := h.count(`SELECT count(*) FROM erp.invoices_history WHERE id = $1`, victim); n != 1 {
-			t.Fatalf("the rewrite left %d versions, want 1", n)
+		for i, set := range []string{
+			`payload = jsonb_set(payload, '{total_bc}', '"0.01"'), total_bc = 0.01`,
+			`payload = payload || '{"note": "paid in cash"}'`,
+		} {
+			where := ` WHERE id = '` + victims[i] + `'`
+			hash := h.text(`SELECT encode(payload_hash, 'hex') FROM erp.invoices` + where)
+			attack(t, attacker, `UPDATE erp.invoices SET `+set+where)
+			if n := h.count(`SELECT count(*) FROM erp.invoices_history` + where); n != 1 {
+				t.Fatalf("the rewrite left %d versions, want 1", n)
+			}
+			attack(t, attacker, `UPDATE erp.invoices SET payload_hash = decode('`+hash+`', 'hex')`+where)
+			if got := h.text(`SELECT encode(payload_hash, 'hex') FROM erp.invoices` + where); got != hash {
+				t.Fatalf("the hash written back is %s, want %s", got, hash)
+			}
 		}
-		attack(t, attacker, `UPDATE erp.invoices SET payload_hash = decode('`+hash+`', 'hex') WHERE id = '`+victim+`'`)
-		if got := h.text(`SELECT encode(payload_hash, 'hex') FROM erp.invoices WHERE id = $1`, victim); got != hash {
-			t.Fatalf("the hash written back is %s, want %s", got, hash)
-		}
-		if rep := verifyInvoices(t, h.url, h.target()); rep.Agree() || rep.Different != 1 {
-			t.Errorf("verify of the tampered warehouse: %+v, want the one row different", rep)
+		if rep := verifyInvoices(t, h.url, h.target()); rep.Agree() || rep.Different != 2 {
+			t.Errorf("verify of the tampered warehouse: %+v, want the two rows different", rep)
 		}
 
 		res := h.mustRun("invoices")
 		if got := h.text(rowState); got != want {
 			t.Errorf("after the next complete sweep the rows are not as the ERP has them:\n%s", diffLines(want, got))
 		}
-		if res.Stats.Updated != 1 {
-			t.Errorf("the sweep updated %d rows, want the one tampered with", res.Stats.Updated)
+		if res.Stats.Updated != 2 {
+			t.Errorf("the sweep updated %d rows, want the two tampered with", res.Stats.Updated)
 		}
 		if rep := verifyInvoices(t, h.url, h.target()); !rep.Agree() {
 			t.Errorf("verify after the sweep: %+v", rep)
