@@ -24,9 +24,9 @@ import (
 
 // changedQuery is that comparison's statement: $1 the source, $2 the
 // ids, $3 and $4 the labels, $5 whether the records carry them, $6 the
-// hashes, $7 the digests, $8 the login, then a text array per typed
-// column, cast to the column's type, which it reads from the table on
-// first use.
+// hashes, $7 the digests, $8 the login, then an array per typed column,
+// of the column's type, which it reads from the table on first use (see
+// typedArray).
 func (t *Table) changedQuery(ctx context.Context, q Querier) (string, error) {
 	t.changedMu.Lock()
 	defer t.changedMu.Unlock()
@@ -49,11 +49,13 @@ WHERE a.attrelid = $1::regclass AND a.attname = ANY($2) AND NOT a.attisdropped`,
 	arrays := []string{"$2::text[]", "$3::text[]", "$4::text[]", "$5::boolean[]", "$6::bytea[]", "$7::bytea[]"}
 	names := []string{"id", "company_id", "branch_id", "own_labels", "payload_hash", "digest"}
 	typed := map[string]string{}
+	t.columnTypes = make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		if types[c] == "" {
 			return "", fmt.Errorf("%s has no column %s", t.Name, c)
 		}
-		arrays = append(arrays, fmt.Sprintf("$%d::text[]", 9+i))
+		t.columnTypes[i] = types[c]
+		arrays = append(arrays, fmt.Sprintf("$%d::%s[]", 9+i, arrayType(types[c])))
 		names = append(names, fmt.Sprintf("v%d", i))
 		typed[c] = fmt.Sprintf("s.v%d::%s", i, types[c])
 	}
@@ -76,9 +78,9 @@ func (t *Table) changedArgs(sc model.Scope, rows []Row) []any {
 	n := len(rows)
 	ids, companies, branches := make([]string, n), make([]string, n), make([]string, n)
 	own, hashes, digests := make([]bool, n), make([][]byte, n), make([][]byte, n)
-	values := make([][]*string, len(t.Columns))
+	values := make([]typedArray, len(t.Columns))
 	for c := range values {
-		values[c] = make([]*string, n)
+		values[c] = newTypedArray(t.columnTypes[c], n)
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -86,8 +88,7 @@ func (t *Table) changedArgs(sc model.Scope, rows []Row) []any {
 		companies[i], branches[i] = labelsOf(sc, r.Labels)
 		whole := true
 		for c, v := range r.Values {
-			var ok bool
-			if values[c][i], ok = typedText(v); !ok {
+			if !values[c].set(i, v) {
 				whole = false
 			}
 		}
@@ -97,9 +98,86 @@ func (t *Table) changedArgs(sc model.Scope, rows []Row) []any {
 	}
 	args := []any{sc.Source, ids, companies, branches, own, hashes, digests, listedBy(sc)}
 	for _, v := range values {
-		args = append(args, v)
+		args = append(args, v.values())
 	}
 	return args
+}
+
+// arrayType is the type of the array a typed column's values are sent
+// in: their own for the types a sync writes, else text, cast.
+func arrayType(column string) string {
+	switch column {
+	case "numeric", "date", "boolean", "timestamp with time zone":
+		return column
+	}
+	return "text"
+}
+
+// typedArray holds a page's values of one typed column, in the array
+// type arrayType names, for changedQuery.
+type typedArray struct {
+	numerics []pgtype.Numeric
+	dates    []pgtype.Date
+	bools    []pgtype.Bool
+	times    []pgtype.Timestamptz
+	texts    []*string
+}
+
+func newTypedArray(column string, n int) typedArray {
+	switch arrayType(column) {
+	case "numeric":
+		return typedArray{numerics: make([]pgtype.Numeric, n)}
+	case "date":
+		return typedArray{dates: make([]pgtype.Date, n)}
+	case "boolean":
+		return typedArray{bools: make([]pgtype.Bool, n)}
+	case "timestamp with time zone":
+		return typedArray{times: make([]pgtype.Timestamptz, n)}
+	}
+	return typedArray{texts: make([]*string, n)}
+}
+
+// set puts row i's value v; ok is false when v is not of the column's
+// kind (the row is then compared whole).
+func (a typedArray) set(i int, v any) bool {
+	if v == nil {
+		return true // NULL: the zero of each element type
+	}
+	switch {
+	case a.numerics != nil:
+		n, ok := v.(pgtype.Numeric)
+		a.numerics[i] = n
+		return ok
+	case a.dates != nil:
+		d, ok := v.(pgtype.Date)
+		a.dates[i] = d
+		return ok
+	case a.bools != nil:
+		b, ok := v.(bool)
+		a.bools[i] = pgtype.Bool{Bool: b, Valid: ok}
+		return ok
+	case a.times != nil:
+		t, ok := v.(time.Time)
+		a.times[i] = pgtype.Timestamptz{Time: t, Valid: ok}
+		return ok
+	}
+	s, ok := typedText(v)
+	a.texts[i] = s
+	return ok
+}
+
+func (a typedArray) values() any {
+	switch {
+	case a.numerics != nil:
+		return pgtype.FlatArray[pgtype.Numeric](a.numerics)
+	case a.dates != nil:
+		return pgtype.FlatArray[pgtype.Date](a.dates)
+	case a.bools != nil:
+		return pgtype.FlatArray[pgtype.Bool](a.bools)
+	case a.times != nil:
+		return pgtype.FlatArray[pgtype.Timestamptz](a.times)
+	}
+	return pgtype.FlatArray[*string](a.texts)
 }
 
 // typedText is a typed column's value as text that casts back to it

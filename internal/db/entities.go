@@ -34,15 +34,16 @@ type Table struct {
 	upsertSQL string
 	// changedSQL compares a page's rows without their payloads (see
 	// changedQuery); fromStage is what a listed row becomes, by column.
-	changedMu  sync.Mutex
-	changedSQL string
-	fromStage  func(col string) string
-	deleteSQL  string
-	goneSQL    string
-	storedSQL  string
-	sameSQL    string
-	hasRowsSQL string
-	othersSQL  string
+	changedMu   sync.Mutex
+	changedSQL  string
+	columnTypes []string // of Columns, as the table has them
+	fromStage   func(col string) string
+	deleteSQL   string
+	goneSQL     string
+	storedSQL   string
+	sameSQL     string
+	hasRowsSQL  string
+	othersSQL   string
 }
 
 // NewTable prepares the statements of a table.
