@@ -160,9 +160,9 @@ DO $$
 DECLARE
     n bigint;
 BEGIN
-    SELECT count(*) INTO n FROM erp.upgrade_findings WHERE migration = 20;
+    SELECT count(*) INTO n FROM erp.upgrade_findings WHERE migration = 21;
     IF n > 0 THEN
-        RAISE WARNING 'erpsync: % time(s) no sync wrote were set right (versions, deletions, sweep starts); SELECT * FROM erp.upgrade_findings WHERE migration = 20 says what was found', n;
+        RAISE WARNING 'erpsync: % time(s) no sync wrote were set right (versions, deletions, sweep starts); SELECT * FROM erp.upgrade_findings WHERE migration = 21 says what was found', n;
     END IF;
 END
 $$;

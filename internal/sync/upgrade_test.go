@@ -727,7 +727,7 @@ func TestUpgrade(t *testing.T) {
 	})
 
 	t.Run("SetsRightWhatTheReleaseBeforeLetItsRolePlant", func(t *testing.T) {
-		// A warehouse the release before wrote (schema 19), in the middle of a
+		// A warehouse the release before wrote (schema 20), in the middle of a
 		// sweep, where its daemon's role planted a version (a row rewritten
 		// and marked deleted until 2999, then brought back as a sync did), a
 		// row deleted until 2999, and a last sweep started at infinity. The
@@ -741,26 +741,7 @@ func TestUpgrade(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		sim := erpsim.New(erpsim.Options{Invoices: 250, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
-		admin := testdb.EmptyOwned(t)
-		owner, err := db.Open(ctx, testdb.OwnerURL(admin))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(owner.Close)
-		migrateUpTo(t, owner, hashedRelease)
-		pool, err := db.Open(ctx, admin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		q := func(sql string, args ...any) string {
-			t.Helper()
-			var s *string
-			if err := pool.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-			return str(s)
-		}
+		admin, owner, pool, q := ownedWarehouseAt(t, hashedRelease)
 		const login = "sync-riyadh"
 		cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, branchUsers[0], 50, login, 2)
 		invoices := sim.Invoices()
@@ -825,8 +806,8 @@ func TestUpgrade(t *testing.T) {
 		if n := q(`SELECT count(*)::text FROM erp.invoices_as_of(now()) WHERE id = $1`, planted); n != "1" {
 			t.Errorf("as of now invoice %s is answered %s times after the upgrade, want once", planted, n)
 		}
-		findings := q(`SELECT string_agg(concat_ws(' ', migration, table_name, key), ',' ORDER BY table_name) FROM erp.upgrade_findings WHERE migration = 20`)
-		if want := "20 invoices main/" + deleted + ",20 invoices_history main/" + planted + ",20 sync_checkpoints main/invoices/" + login; findings != want {
+		findings := q(`SELECT string_agg(concat_ws(' ', migration, table_name, key), ',' ORDER BY table_name) FROM erp.upgrade_findings WHERE migration = 21`)
+		if want := "21 invoices main/" + deleted + ",21 invoices_history main/" + planted + ",21 sync_checkpoints main/invoices/" + login; findings != want {
 			t.Errorf("findings: %s, want %s", findings, want)
 		}
 		if n := q(`SELECT count(*)::text FROM erp.upgrade_findings WHERE what LIKE '%123456789%' AND what LIKE '%2999-01-01%' AND table_name = 'invoices_history'`); n != "1" {
@@ -894,8 +875,8 @@ func ownedWarehouseAt(t *testing.T, version int64) (string, *pgxpool.Pool, *pgxp
 const lastRelease = 17
 
 // hashedRelease is the schema version of the last release whose sweeps
-// compared rows by payload_hash (ebd261e).
-const hashedRelease = 19
+// compared rows by payload_hash (776ddd2).
+const hashedRelease = 20
 
 // previousRelease is the schema version of the release before the
 // hardened access model (fd15670).
