@@ -63,8 +63,9 @@ type Column struct {
 
 // Table is a stream's warehouse table, erp.<Name>. Most are entity tables
 // as streams fill them: keyed by (source, id), with the shared columns
-// (company_id, branch_id, payload, payload_hash, listed_by, first_seen_at,
-// synced_at, deleted_at) and Columns, read from each record. A List has
+// (company_id, branch_id, payload, payload_hash, listed_by,
+// first_listed_by, first_seen_at, synced_at, deleted_at) and Columns,
+// read from each record. A List has
 // one; a stream of its own declares one to write rows the way lists do
 // (Row, then Run.Upsert: unchanged rows skipped, labels, history), and to
 // verify and probe them. A table of a shape of its own (Own) is written
