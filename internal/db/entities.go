@@ -64,8 +64,8 @@ func NewTable(name string, columns ...string) *Table {
 	// when there is none; s: the record as listed, labelled with the
 	// login's context when it carries no labels of its own).
 	becomes := map[string]string{
-		"company_id": "CASE WHEN " + ownLabels("cur", "s") + " THEN s.company_id ELSE cur.company_id END",
-		"branch_id":  "CASE WHEN " + ownLabels("cur", "s") + " THEN s.branch_id ELSE cur.branch_id END",
+		"company_id": "CASE WHEN " + takesLabels("cur", "s") + " THEN s.company_id ELSE cur.company_id END",
+		"branch_id":  "CASE WHEN " + takesLabels("cur", "s") + " THEN s.branch_id ELSE cur.branch_id END",
 		"listed_by": "CASE WHEN cur.id IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL OR " +
 			firstLister("cur") + " = s.listed_by THEN s.listed_by ELSE cur.listed_by END",
 	}
@@ -82,14 +82,12 @@ func NewTable(name string, columns ...string) *Table {
 			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
 		}
 	}
-	fromStage := func(c string) string {
+	t.fromStage = func(c string) string {
 		if e, ok := becomes[c]; ok {
 			return e
 		}
 		return "s." + c
 	}
-
-	t.fromStage = fromStage
 	// The staging table has no statistics, so the rows it meets are named
 	// by id ($1 the source, $2 the ids): a join the planner could only
 	// guess at turns into a scan of the whole table on every page.
@@ -113,7 +111,7 @@ ON CONFLICT (source, id) DO UPDATE SET %[6]s, deleted_at = NULL
 WHERE %[7]s
 RETURNING id, xmax = 0`,
 		name, strings.Join(t.copyCols, ", "), strings.Join(sel, ", "), t.stage,
-		t.differs("cur", fromStage, "cur.payload IS DISTINCT FROM s.payload"), strings.Join(set, ", "),
+		t.differs("cur", t.fromStage, "cur.payload IS DISTINCT FROM s.payload"), strings.Join(set, ", "),
 		t.differs("t", func(c string) string { return "EXCLUDED." + c }, "t.payload IS DISTINCT FROM EXCLUDED.payload"))
 
 	t.hasRowsSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE source = $1)`, name)
@@ -171,14 +169,14 @@ func (t *Table) differs(old string, new func(col string) string, payloads string
 		old, strings.Join(o, ", "), strings.Join(n, ", "), new("listed_by"), payloads)
 }
 
-// ownLabels tests whether a listed record (alias s, labelled as
+// takesLabels tests whether a listed record (alias s, labelled as
 // Labels says) gives a row (alias cur, its columns NULL when there is
 // none) its labels: when the row is new, when the record carries its own,
 // and when the login listing it is the row's first lister (the context of
 // its first lister labels a record that carries none). Another login
 // listing it changes none: a record listed by several logins is stored
 // once, and its labels never flip.
-func ownLabels(cur, s string) string {
+func takesLabels(cur, s string) string {
 	return fmt.Sprintf("(%[1]s.id IS NULL OR %[2]s.own_labels OR %[3]s = %[2]s.listed_by)", cur, s, firstLister(cur))
 }
 

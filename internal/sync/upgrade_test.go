@@ -125,6 +125,14 @@ func writeInvoicesAsBefore(t *testing.T, pool *pgxpool.Pool, sim *erpsim.Sim, us
 	return cursor, firstPage
 }
 
+// versionOfBefore writes a version of invoice $1 as a release before
+// kept it: its total one less, current from when it was first seen until
+// the row's synced_at.
+const versionOfBefore = `INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by,
+	first_seen_at, valid_from, valid_to, ended_by)
+SELECT source, id, company_id, branch_id, total_bc - 1, payload, payload_hash, listed_by, first_seen_at, first_seen_at, synced_at, 'change'
+FROM erp.invoices WHERE id = $1`
+
 // migrateUpTo applies the migrations up to version, as pool's role.
 func migrateUpTo(t *testing.T, pool *pgxpool.Pool, version int64) {
 	t.Helper()
@@ -389,10 +397,7 @@ func TestUpgrade(t *testing.T) {
 		}{
 			// A version of before, and a row the previous release marked
 			// deleted a day ago (the ERP lists it again).
-			{`INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at,
-			valid_from, valid_to, ended_by)
-		  SELECT source, id, company_id, branch_id, total_bc - 1, payload, payload_hash, listed_by, first_seen_at, first_seen_at, synced_at, 'change'
-		  FROM erp.invoices WHERE id = $1`, []any{changed}},
+			{versionOfBefore, []any{changed}},
 			{`UPDATE erp.invoices SET deleted_at = now() - interval '1 day' WHERE id = $1`, []any{back}},
 			// A row the ERP no longer lists.
 			{`INSERT INTO erp.invoices (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at, synced_at)
@@ -750,10 +755,7 @@ func TestUpgrade(t *testing.T) {
 			sql  string
 			args []any
 		}{
-			{`INSERT INTO erp.invoices_history (source, id, company_id, branch_id, total_bc, payload, payload_hash, listed_by, first_seen_at,
-			valid_from, valid_to, ended_by)
-		  SELECT source, id, company_id, branch_id, total_bc - 1, payload, payload_hash, listed_by, first_seen_at, first_seen_at, synced_at, 'change'
-		  FROM erp.invoices WHERE id = $1`, []any{changed}},
+			{versionOfBefore, []any{changed}},
 			{`INSERT INTO erp.sync_checkpoints (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, sweep_order, sweep_last_id,
 		      last_sweep_id, last_sweep_started_at, last_sweep_completed_at)
 		  VALUES ('main', 'invoices', $1, 7, now() - interval '1 hour', $2, 1, $3, 'ascending', $4, 6, now() - interval '2 days', now() - interval '2 days')`,
