@@ -259,7 +259,7 @@ WHERE n.nspname = 'erp' AND c.relkind = 'r' AND a.attname = 'listed_by' AND c.re
 				t.Fatal(err)
 			}
 			if n := count(t, pool, `SELECT count(*) FROM `+table+` WHERE deleted_at BETWEEN $1 AND $2`, before, after); n != rows {
-				t.Errorf("%s: %d of %d rows marked deleted at a time of the daemon's role's choosing were deleted by Postgres's clock and stayed so",
+				t.Errorf("%s: %d of %d rows marked deleted at a time of the daemon's role's choosing were not deleted by Postgres's clock, or not kept so",
 					table, rows-n, rows)
 			}
 		}
