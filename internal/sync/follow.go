@@ -2,7 +2,6 @@ package sync
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
-	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
@@ -123,10 +121,9 @@ func (l *List) followOnce(ctx context.Context, p *follow) (string, error) {
 	for _, a := range slices.Clone(p.state.anchors[:min(len(p.state.anchors), followAnchors)]) {
 		p.at, p.first, p.trail = a, true, orderTrail{}
 		v, err := l.walk(ctx, p.run, p)
-		var refused *erp.CursorRefusedError
-		switch {
-		case errors.As(err, &refused):
-			why = "the ERP refused the anchor's cursor (" + refused.Err.Error() + ")"
+		switch refused := anchorRefused(err); {
+		case refused != "":
+			why = refused
 		case err != nil:
 			return "", err
 		case v.why == "":

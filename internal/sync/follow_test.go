@@ -637,8 +637,11 @@ func TestFollowRun(t *testing.T) {
 		}
 		missed := &missedObserver{driftObserver: &driftObserver{counted: map[string]int64{}}}
 		h.runner.Obs = missed
-		h.mustRun("invoices")
+		swept := h.mustRun("invoices")
 		h.wantExact()
+		if note := h.text(`SELECT coalesce(note, '') FROM erp.sync_runs WHERE id = $1`, swept.RunID); !strings.Contains(note, "1 records at or below the highest id follow runs had read") || !strings.Contains(note, "erpsync reset invoices") {
+			t.Errorf("the sweep that demotes the list should say so, and how to undo it: %q", note)
+		}
 		if missed.n != 1 {
 			t.Errorf("the sweep counted %d missed records, want 1", missed.n)
 		}

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erpsync/erpsync/internal/db"
+	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/model"
 )
 
@@ -111,6 +113,17 @@ func overlaps(ctx context.Context, r *Run, t *Table, page *preparedPage, high, w
 		return verdict{}, err
 	}
 	return verdict{why: fmt.Sprintf("no overlap: the page at %s begins with id %s, which the warehouse does not hold", what, id), elsewhere: true}, nil
+}
+
+// anchorRefused is why a walk from an anchor ended, when it ended in the
+// ERP refusing the anchor's cursor; "" when err is not that. An older
+// anchor, or a complete sweep, may still be read.
+func anchorRefused(err error) string {
+	var refused *erp.CursorRefusedError
+	if errors.As(err, &refused) {
+		return "the ERP refused the anchor's cursor (" + refused.Err.Error() + ")"
+	}
+	return ""
 }
 
 // sweepBegan records, as a sweep of the login begins, how far its follow

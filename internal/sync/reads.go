@@ -178,10 +178,9 @@ func (l *List) windowRun(ctx context.Context, r *Run) error {
 	for _, at := range starts {
 		w := &window{run: r, list: l, order: order, size: size, why: sizeWhy, at: at, high: lg.kept.MaxKey, read: read, first: true}
 		v, err := l.walk(ctx, r, w)
-		var refused *erp.CursorRefusedError
-		switch {
-		case errors.As(err, &refused):
-			why = "the ERP refused the anchor's cursor (" + refused.Err.Error() + ")"
+		switch refused := anchorRefused(err); {
+		case refused != "":
+			why = refused
 		case err != nil:
 			return err
 		case v.why == "":
