@@ -85,6 +85,10 @@ var Equivalents = map[string][]Equivalent{
 		{operator, "seenList: true, rows: next.rows, seen: ev.Seen, distinct: ev.Distinct, pages: next.pages, stated: -1,", "-1",
 			"a stated length of 1 stops nothing: a window that read a record saw at least one, and one that read none decides nothing"},
 	},
+	"internal/sync/ledger.go": {
+		{boundary, "if n := len(a.IDs); n > 2 {", "> 2",
+			"a page of two ids trimmed to its first and last is the same two ids"},
+	},
 	"internal/sync/order.go": {
 		{boundary, "if k := idKey(top); k > o.max {", ">",
 			"it assigns the value already held"},
