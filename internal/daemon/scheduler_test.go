@@ -190,13 +190,16 @@ func TestScheduler(t *testing.T) {
 			}}
 		st := startScheduler(t, src, schedTarget(t, "default", simURL, erpsim.User{Username: goodUser, Password: goodPassword}))
 		ctx := context.Background()
-		testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "a follow run of invoices that follows, and three journal-entry runs",
+		// Waiting on the counts asserted below, not on the clock: on a loaded
+		// machine a tick of one job may come before the other's.
+		testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "three follow runs of invoices, one that follows, and three journal-entry runs",
 			func() (bool, error) {
-				var follows, journal int64
+				var followed, follows, journal int64
 				err := st.obs.QueryRow(ctx, `SELECT
 				(SELECT count(*) FROM erp.sync_follow WHERE stream = 'invoices' AND last_follow_at IS NOT NULL AND last_follow_swept IS NULL),
-				(SELECT count(*) FROM erp.sync_runs WHERE stream = 'journal_entries' AND status = 'succeeded')`).Scan(&follows, &journal)
-				return follows > 0 && journal >= 3, err
+				(SELECT count(*) FROM erp.sync_runs WHERE stream = 'invoices' AND kind = 'follow' AND status = 'succeeded'),
+				(SELECT count(*) FROM erp.sync_runs WHERE stream = 'journal_entries' AND status = 'succeeded')`).Scan(&followed, &follows, &journal)
+				return followed > 0 && follows >= 3 && journal >= 3, err
 			})
 		st.stop(t)
 		st.rec.mu.Lock()
