@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,13 +71,31 @@ func sweptOrders(orders []model.Order) string {
 
 // pushAnchor puts a, as the ledger keeps it (its page's first and last
 // id only, so that the ring stays small), as the newest of the anchors
-// kept.
+// kept. A page read again from where a kept anchor begins (a follow run
+// reads its newest page again, to see what was added to it) takes that
+// anchor's place, and the anchors newer than it go: the walk reads them
+// again after it. So the ring keeps one anchor a page, each a page older
+// than the one before it, and a window of n pages starts n-1 anchors
+// back; else follow runs would fill it with copies of the newest page.
 func pushAnchor(anchors []db.Anchor, a db.Anchor) []db.Anchor {
 	if n := len(a.IDs); n > 2 {
 		a.IDs = []string{a.IDs[0], a.IDs[n-1]}
 	}
+	if i := slices.IndexFunc(anchors, func(k db.Anchor) bool { return samePlace(k, a) }); i >= 0 {
+		anchors = anchors[i+1:]
+	}
 	out := append([]db.Anchor{a}, anchors...)
 	return out[:min(len(out), keptAnchors)]
+}
+
+// samePlace tells whether two anchors ask for the same page: by the
+// cursor when they have one (a page asked for by cursor does not know its
+// offset, one a sweep reached does), else by where the page starts.
+func samePlace(a, b db.Anchor) bool {
+	if a.Cursor != "" || b.Cursor != "" {
+		return a.Cursor == b.Cursor
+	}
+	return a.Start == b.Start
 }
 
 // anchorOf is where page began, with its ids: asking from there asks for

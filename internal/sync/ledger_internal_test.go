@@ -58,6 +58,34 @@ func TestLedger(t *testing.T) {
 		}
 	})
 
+	// A follow run of a list in ascending order reads its newest page again
+	// each time; were each reading pushed as a new anchor, the ring would
+	// soon hold the newest page only, and a window would read one page
+	// whatever its size.
+	t.Run("KeepsOneAnchorAPageWhenPagesAreReadAgain", func(t *testing.T) {
+		var ring []db.Anchor
+		for _, start := range []int64{0, 100, 200} {
+			ring = pushAnchor(ring, db.Anchor{Start: start, IDs: []string{"a", "b"}})
+		}
+		for range 2 * keptAnchors { // follow runs: the newest page, read again
+			ring = pushAnchor(ring, db.Anchor{Start: 200, IDs: []string{"a", "c"}})
+		}
+		// A follow from an older anchor reads that page and the newer ones again.
+		ring = pushAnchor(ring, db.Anchor{Start: 100, IDs: []string{"a", "d"}})
+		ring = pushAnchor(ring, db.Anchor{Start: 200, IDs: []string{"a", "e"}})
+		ring = pushAnchor(ring, db.Anchor{Start: 300, IDs: []string{"f"}})
+		want := []db.Anchor{{Start: 300, IDs: []string{"f"}}, {Start: 200, IDs: []string{"a", "e"}}, {Start: 100, IDs: []string{"a", "d"}}, {Start: 0, IDs: []string{"a", "b"}}}
+		if !slices.EqualFunc(ring, want, sameAnchor) {
+			t.Errorf("ring %+v, want %+v: one anchor a page, newest first, each as last read", ring, want)
+		}
+		// A sweep's anchor knows its page's offset and cursor; a follow run
+		// that asks for the page by its cursor knows the cursor only.
+		cursors := pushAnchor(pushAnchor(pushAnchor(nil, db.Anchor{Cursor: "c1", Start: 50, IDs: []string{"1"}}), db.Anchor{Cursor: "c2", Start: 100, IDs: []string{"2"}}), db.Anchor{Cursor: "c2", IDs: []string{"2", "3"}})
+		if len(cursors) != 2 || cursors[0].Cursor != "c2" || cursors[1].Cursor != "c1" {
+			t.Errorf("cursor ring %+v, want c2 then c1", cursors)
+		}
+	})
+
 	t.Run("TakesAnchorsOfPagesWithRecordsAndCountsInsertsAtOrBelowTheFollowedID", func(t *testing.T) {
 		page := func(start int64, ids ...string) *preparedPage {
 			p := &preparedPage{}

@@ -109,6 +109,23 @@ func TestWindowRun(t *testing.T) {
 					}
 				})
 
+				// Follow runs read the newest page again and again; the window
+				// still reads its size, and writes an edit on its older page.
+				t.Run("ReadsItsSizeAfterFollowRunsReadTheNewestPageAgain", func(t *testing.T) {
+					t.Parallel()
+					h := windowHarness(t, sh)
+					for range 8 {
+						h.mustFollow()
+					}
+					edited := newest(h, 60)
+					h.sim.ChangeInvoices(func(v *erpsim.Invoice) { v.TotalBC = decimal.RequireFromString("555.05") }, edited.ID)
+					res := h.mustWindow()
+					if res.Stats.Pages != 2 || res.Stats.Updated != 1 {
+						t.Errorf("window run after follow runs: %+v, want its 2 pages read and the edit on the older one written", res.Stats)
+					}
+					h.wantExact()
+				})
+
 				t.Run("MarksAFewOfItsRowsGoneAtOnce", func(t *testing.T) {
 					// 11 of the window's rows gone: under the guard's bound
 					// (more than half of the rows in its range), so marked.
