@@ -51,7 +51,7 @@ var Targets = []Target{
 	},
 	{
 		File:  "internal/sync/ledger.go",
-		Tests: "^(TestFollowRun|TestCompleteSweep|TestWindowRun|TestUpgrade)$/^(MissesNothingWhateverTheListsShape|OfANewestFirstList|OfAnOldestFirstList|ProvesWhatItRead|SweepsAListInNoStrictOrder|MissesRecordsAddedBelowItWhichTheNextSweepCounts|GoesOnBesideAKilledSweep|MarksWhatIsGoneOnlyOnceCompleteAndClearsWhatComesBack|CarriesASweepInterruptedByTheReleaseBeforeIntoTheLedger|ResumesAnInterruptedSweep)$",
+		Tests: "^(TestLedger|TestFollowRun|TestCompleteSweep|TestWindowRun|TestUpgrade)$/^(SaysWhyAListIsNotFollowed|KeepsTheEndsOfEachAnchorsPageNewestFirstInARingOfBoundedLength|KeepsOneAnchorAPageWhenPagesAreReadAgain|TakesAnchorsOfPagesWithRecordsAndCountsInsertsAtOrBelowTheFollowedID|MissesNothingWhateverTheListsShape|OfANewestFirstList|OfAnOldestFirstList|ProvesWhatItRead|SweepsAListInNoStrictOrder|MissesRecordsAddedBelowItWhichTheNextSweepCounts|GoesOnBesideAKilledSweep|MarksWhatIsGoneOnlyOnceCompleteAndClearsWhatComesBack|CarriesASweepInterruptedByTheReleaseBeforeIntoTheLedger|ResumesAnInterruptedSweep)$",
 		Goal:  90,
 		What:  "the ledger: what a login learnt of a list (its order, anchors, the highest id read, records follow runs missed)",
 	},
