@@ -191,9 +191,9 @@ func sweepState(s model.StreamStatus) string {
 	if s.LastSweepRows != nil && *s.LastSweepRows > 0 {
 		rows = fmt.Sprintf("%d of about %d rows", s.SweepRows, *s.LastSweepRows)
 	}
-	out := fmt.Sprintf("%s: %d pages, %s", what, s.SweepPages, rows)
+	out := fmt.Sprintf("%s: %s, %s", what, pages(s.SweepPages), rows)
 	if s.ProcessGone {
-		out = fmt.Sprintf("stopped: %d pages, %s; ", s.SweepPages, rows)
+		out = fmt.Sprintf("stopped: %s, %s; ", pages(s.SweepPages), rows)
 		if s.FirstLoad {
 			out = "first load " + out
 		}
@@ -296,7 +296,7 @@ func window(w model.WindowStatus) string {
 	if w.WindowPages == 0 {
 		return "-"
 	}
-	out := fmt.Sprintf("%d pages", w.WindowPages)
+	out := pages(int64(w.WindowPages))
 	if w.WindowFromID != "" {
 		out += ", ids " + w.WindowFromID + " to the newest"
 	}
@@ -304,6 +304,15 @@ func window(w model.WindowStatus) string {
 		out += " (" + w.WindowSizeWhy + ")"
 	}
 	return out
+}
+
+// pages counts pages as a sentence does: "1 page", "26 pages". A list
+// shorter than its window is read whole, often as one page.
+func pages(n int64) string {
+	if n == 1 {
+		return "1 page"
+	}
+	return fmt.Sprintf("%d pages", n)
 }
 
 func ts(t *time.Time) string {

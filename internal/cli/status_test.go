@@ -203,6 +203,26 @@ INSERT INTO erp.sync_runs (source, stream, kind, status, started_at, host, pid)
 		}
 	})
 
+	// A list shorter than its window is read whole, often as one page: the
+	// window and a sweep in progress count it as a sentence does.
+	t.Run("CountsOnePageInTheSingular", func(t *testing.T) {
+		t.Parallel()
+		why := "20 pages until changes are seen"
+		for _, c := range []struct{ got, want string }{
+			{window(model.WindowStatus{WindowPages: 1, WindowFromID: "1001", WindowSizeWhy: why}), "1 page, ids 1001 to the newest (" + why + ")"},
+			{window(model.WindowStatus{WindowPages: 26, WindowFromID: "974001"}), "26 pages, ids 974001 to the newest"},
+			{sweepState(model.StreamStatus{SweepStatus: model.SweepStatus{SweepInProgress: true, SweepPages: 1, SweepRows: 250}}),
+				"in progress: 1 page, 250 rows"},
+			{sweepState(model.StreamStatus{LastRun: model.LastRun{ProcessGone: true},
+				SweepStatus: model.SweepStatus{SweepInProgress: true, SweepPages: 135, SweepRows: 67500, SweepResumable: true}}),
+				"stopped: 135 pages, 67500 rows; resumes on the next run"},
+		} {
+			if c.got != c.want {
+				t.Errorf("got %q, want %q", c.got, c.want)
+			}
+		}
+	})
+
 	// New records, recent changes and everything are each judged against their own
 	// schedule: recent changes 40 minutes old are late for a window every 10
 	// minutes, not once a budget spaces the windows out 2.5x; 25 minutes is not
