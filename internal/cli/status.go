@@ -219,12 +219,22 @@ func interval(spec string, now time.Time) time.Duration {
 // stream's defaults", or the settings that gave them; for a list that
 // follows and has no window, why.
 func schedulesFrom(sc config.StreamConfig, follows bool) string {
+	// A sweep schedule taken from the schedule, and no window, are told
+	// by their own field only: the file's top-level key "schedule" reads
+	// the same as FromSchedule and names where a schedule came from.
+	settings := []string{sc.ScheduleFrom}
+	if sc.SweepFrom != config.FromSchedule {
+		settings = append(settings, sc.SweepFrom)
+	}
+	if sc.WindowFrom != config.FromNone {
+		settings = append(settings, sc.WindowFrom)
+	}
 	var from []string
-	for _, f := range []string{sc.ScheduleFrom, sc.SweepFrom, sc.WindowFrom} {
+	for _, f := range settings {
 		if f == config.FromDefault {
 			f = "the stream's defaults"
 		}
-		if f != config.FromSchedule && f != config.FromNone && f != "" && !slices.Contains(from, f) {
+		if f != "" && !slices.Contains(from, f) {
 			from = append(from, f)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/erpsync/erpsync/internal/config"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
 	"github.com/erpsync/erpsync/internal/model"
 	"github.com/erpsync/erpsync/internal/testdb"
@@ -199,6 +200,30 @@ INSERT INTO erp.sync_runs (source, stream, kind, status, started_at, host, pid)
 			"3 pages, ids " + s.WindowFromID + " to the newest", "source default: about "} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("status does not say %q:\n%s", want, r.stdout)
+			}
+		}
+	})
+
+	// A schedule from the file's top-level key "schedule" is named as such,
+	// though a sweep schedule taken from the schedule is written the same
+	// way; what a sweep or window schedule derives from is not named twice.
+	t.Run("NamesTheSettingEachScheduleCameFrom", func(t *testing.T) {
+		t.Parallel()
+		for _, c := range []struct {
+			sc      config.StreamConfig
+			follows bool
+			want    string
+		}{
+			{config.StreamConfig{ScheduleFrom: "schedule", SweepFrom: config.FromSchedule, WindowFrom: config.FromNone}, false, "schedule"},
+			{config.StreamConfig{ScheduleFrom: "schedule", SweepFrom: config.FromSchedule, WindowFrom: config.FromNone}, true,
+				"schedule, no window: its schedules are set and window_schedule is not"},
+			{config.StreamConfig{ScheduleFrom: config.FromDefault, SweepFrom: config.FromDefault, WindowFrom: config.FromDefault, WindowSchedule: "@every 10m"},
+				true, "the stream's defaults"},
+			{config.StreamConfig{ScheduleFrom: "ERPSYNC_SCHEDULE", SweepFrom: "sweep_schedule", WindowFrom: "window_schedule", WindowSchedule: "@every 10m"},
+				true, "ERPSYNC_SCHEDULE, sweep_schedule, window_schedule"},
+		} {
+			if got := schedulesFrom(c.sc, c.follows); got != c.want {
+				t.Errorf("schedulesFrom(%+v) = %q, want %q", c.sc, got, c.want)
 			}
 		}
 	})
