@@ -129,7 +129,7 @@ var keys = []key{
 			return
 		}},
 	{name: "max_response", level: sourceLevel, env: "ERPSYNC_ERP_MAX_RESPONSE", def: sizeText(erp.DefaultMaxResponse),
-		doc: "the largest ERP answer read (`64MiB`, `512KiB`, bytes); a larger one fails the run, naming the route",
+		doc: "the largest ERP answer read (`64MiB`, `512KiB`, bytes; at least `64KiB`); a larger one fails the run, naming the route",
 		set: func(d dest, v string) (err error) { d.src.MaxResponse, err = size(v); return }},
 	{name: "messaging_prefix", level: sourceLevel, env: "ERPSYNC_ERP_MESSAGING_PREFIX", def: "/messaging",
 		doc: "where the installation serves its messaging channel",
