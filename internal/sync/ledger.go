@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -81,8 +80,11 @@ func pushAnchor(anchors []db.Anchor, a db.Anchor) []db.Anchor {
 	if n := len(a.IDs); n > 2 {
 		a.IDs = []string{a.IDs[0], a.IDs[n-1]}
 	}
-	if i := slices.IndexFunc(anchors, func(k db.Anchor) bool { return samePlace(k, a) }); i >= 0 {
-		anchors = anchors[i+1:]
+	for i, kept := range anchors {
+		if samePlace(kept, a) {
+			anchors = anchors[i+1:]
+			break
+		}
 	}
 	out := append([]db.Anchor{a}, anchors...)
 	return out[:min(len(out), keptAnchors)]
