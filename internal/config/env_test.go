@@ -36,6 +36,7 @@ func TestEnvironment(t *testing.T) {
 			{"source name", baseEnv("ERPSYNC_SOURCE=a/b"), Options{Streams: testSpecs}, []string{"ERPSYNC_SOURCE", "a/b"}},
 			{"unknown stream", baseEnv("ERPSYNC_STREAMS=invoices,bogus"), Options{Streams: testSpecs[:2]}, []string{"bogus", "ERPSYNC_STREAMS"}},
 			{"stream twice", baseEnv("ERPSYNC_STREAMS=invoices,invoices"), Options{Streams: testSpecs}, []string{"invoices", "twice"}},
+			{"unknown history stream", baseEnv("ERPSYNC_HISTORY=invoices,invoicse"), Options{Streams: testSpecs}, []string{"ERPSYNC_HISTORY", `"invoicse": unknown stream; did you mean "invoices"?`}},
 			{"plain http", baseEnv("ERPSYNC_ERP_BASE_URL=http://erp.example.com"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_BASE_URL", "HTTPS is required"}},
 			{"plain http lan", baseEnv("ERPSYNC_ERP_BASE_URL=http://192.168.1.10:8000"), Options{Streams: testSpecs}, []string{"HTTPS is required"}},
 			{"not a url", baseEnv("ERPSYNC_ERP_BASE_URL=erp.example.com"), Options{Streams: testSpecs}, []string{"ERPSYNC_ERP_BASE_URL"}},

@@ -155,7 +155,7 @@ var keys = []key{
 			return
 		}},
 	{name: "history", level: streamLevel, env: "ERPSYNC_HISTORY", envNames: true, defDoc: "the stream's",
-		doc: "read and checked, no longer obeyed: Postgres keeps the versions of every table with a history; the variable: `none`, or the streams named",
+		doc: "read and checked (a stream it names must exist), no longer obeyed: Postgres keeps the versions of every table with a history; the variable: `none`, or the streams named",
 		set: func(d dest, v string) error { on, err := boolean(v); d.stream.History = &on; return err }},
 	{name: "drift", level: streamLevel, def: DriftRecord,
 		doc: "when records stop matching the stream's typed columns: `record` the drift, or `stop` the run before it writes",

@@ -283,6 +283,7 @@ func (l *loader) load() Config {
 		}
 	}
 	l.checkShared(top)
+	l.checkStreamVariables()
 	cfg.Sources = l.sources(l.enabledStreams())
 	if l.needERP && len(cfg.Sources) == 0 && !l.sourcesUnread {
 		l.report(problem{msg: fmt.Sprintf("no ERP source: set %s or list sources in the config file", baseURLKey.env)})
@@ -302,6 +303,22 @@ func (l *loader) enabledStreams() []string {
 		return names
 	}
 	return l.file.streams
+}
+
+// checkStreamVariables refuses a stream that a variable listing streams
+// (ERPSYNC_HISTORY) names and the catalog does not know: a misspelt name
+// would otherwise go unheard.
+func (l *loader) checkStreamVariables() {
+	for _, k := range keys {
+		v := l.env.get(k.env)
+		if !k.envNames || v == "" || strings.EqualFold(strings.TrimSpace(v), "none") {
+			continue
+		}
+		_, refused := checkStreamList(splitList(v), l.specs)
+		for _, err := range refused {
+			l.report(problem{msg: fmt.Sprintf("%s: %v", k.env, err)})
+		}
+	}
 }
 
 // sources builds the file's sources, and the one the variables describe
