@@ -677,10 +677,10 @@ func printCurve(out io.Writer, lanes []*lane, n int, o FreshnessOptions, d sched
 	}
 	fmt.Fprintf(out, `
   The policy's curve (a model, not measured). Edits at random moments to invoices of these ages in
-  days: %s; %s invoices issued a day (%d pages). Each budget of
-  requests an hour stretches window runs and sweeps as the daemon does; the window is the one the
-  daemon chose; each run takes what the window runs and the sweep above took. Share seen within
-  %s:
+  days: %s; %s invoices issued a day (%d pages).
+  Each budget of requests an hour stretches window runs and sweeps as the daemon does; the window
+  is the one the daemon chose; each run takes what the window runs and the sweep above took.
+  Share seen within %s:
 `, strings.Join(bands, ", "), thousands(curvePerDay), curvePerDay/o.PageSize, strings.Join(withinNames(), ", "))
 	for _, budget := range o.Budgets {
 		fmt.Fprintf(out, "  %-50s", fmt.Sprintf("requests_per_hour %s: window, sweep every", thousands(budget)))
