@@ -449,7 +449,7 @@ func printLanes(out io.Writer, lanes []*lane, o FreshnessOptions, d schedules) {
 				case -1:
 					return "MISSING"
 				}
-				return "no sweep completed"
+				return "none completed"
 			})
 		}
 	}
@@ -492,7 +492,8 @@ func printLanes(out io.Writer, lanes []*lane, o FreshnessOptions, d schedules) {
 	if stopped := stoppedSweeps(lanes); stopped != "" {
 		fmt.Fprintf(out, `
   (c) computed: a sweep's requests at the rate of the sweep stopped once the new invoices had
-      arrived, pages read in that time, by shape: %s.`, stopped)
+      arrived, pages read in that time, by shape:
+      %s.`, stopped)
 	}
 	fmt.Fprintf(out, `
   The window: %s
