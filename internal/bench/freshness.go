@@ -513,6 +513,8 @@ func printLanes(out io.Writer, lanes []*lane, o FreshnessOptions, d schedules) {
 func (e *edit) String() string {
 	var s string
 	switch {
+	case e.beyond:
+		return "beyond the list"
 	case e.issued.IsZero():
 		return "-"
 	case e.missing:
@@ -799,6 +801,9 @@ func (o FreshnessOptions) goals(measured map[int][]*lane, d schedules) []goal {
 				}
 			}
 			for _, e := range l.edits {
+				if e.beyond {
+					continue
+				}
 				if e.outside {
 					if l.farSwept < 0 {
 						worstAny.add(1e9, false, fmt.Sprintf("%s: not written by a complete sweep that began after it (%s)", e.label(), where))

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -348,6 +349,33 @@ func TestFreshnessArithmetic(t *testing.T) {
 		}
 	})
 
+	t.Run("AnEditBeyondAShortListIsNeitherMadeNorJudged", func(t *testing.T) {
+		o, err := FreshnessOptions{Sizes: []int{10000}}.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 10,000 invoices are 100 pages: the edit 500 pages back is beyond them.
+		var beyond []int
+		for _, e := range o.edits(10000) {
+			if e.at < 0 || e.at >= o.EditSpread {
+				t.Errorf("%s at %s, want a moment within %s", e.label(), e.at, o.EditSpread)
+			}
+			if e.beyond {
+				beyond = append(beyond, e.pages)
+			}
+		}
+		if !slices.Equal(beyond, []int{500}) {
+			t.Errorf("edits beyond a list of 100 pages: %v, want only the one 500 pages back", beyond)
+		}
+		l := measured()
+		l.edits[3].beyond, l.edits[3].issued, l.farSwept = true, time.Time{}, 0
+		for _, g := range o.goals(map[int][]*lane{10000: {l}}, d) {
+			if !g.ok {
+				t.Errorf("an edit beyond the list: %s missed (%s)", g.name, g.detail)
+			}
+		}
+	})
+
 	t.Run("BelowTheGoalsSizeOnlyTheFollowRunsAreJudged", func(t *testing.T) {
 		o, err := FreshnessOptions{Sizes: []int{1000}}.withDefaults()
 		if err != nil {
@@ -396,6 +424,7 @@ erpsync_erp_retries_total{reason="server_error",route="/sales/api/invoices/list/
 			{edit{issued: issued, missing: true}, "MISSING"},
 			{edit{issued: issued, outside: true}, "not written"},
 			{edit{issued: issued, outside: true, secs: 8, version: true}, "written, 8.0 s"},
+			{edit{beyond: true, outside: true}, "beyond the list"},
 		} {
 			if got := c.e.String(); got != c.want {
 				t.Errorf("%+v: %q, want %q", c.e, got, c.want)

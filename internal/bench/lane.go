@@ -272,7 +272,7 @@ func (l *lane) requestsByKind(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("reading the daemon's metrics: %w", err)
 	}
@@ -383,7 +383,7 @@ WHERE stream = 'invoices' AND sweep_id IS NOT NULL`
 	// The sweeps began after the edit outside the window: one that
 	// completed must have written it.
 	for _, e := range l.edits {
-		if !e.outside || l.sweep.completed == 0 {
+		if !e.outside || e.beyond || l.sweep.completed == 0 {
 			continue
 		}
 		var seen bool
@@ -576,6 +576,7 @@ type edit struct {
 	pages   int  // from the newest end (0: the newest page)
 	delete  bool // deleted rather than changed
 	outside bool // outside the window: left to the sweep, not waited for
+	beyond  bool // the list has fewer pages: not made
 	at      time.Duration
 
 	id      string
@@ -607,17 +608,7 @@ const editPoll = 250 * time.Millisecond
 // the daemon's requests to the ERP by kind of run, from its metrics,
 // and its runs.
 func (l *lane) measureEdits(ctx context.Context, o FreshnessOptions) error {
-	var edits []*edit
-	for _, p := range o.EditPages {
-		edits = append(edits, &edit{pages: p})
-	}
-	edits = append(edits, &edit{pages: o.DeletePages, delete: true})
-	if o.FarPages > 0 {
-		edits = append(edits, &edit{pages: o.FarPages, outside: true})
-	}
-	for _, e := range edits {
-		e.at = rand.N(o.EditSpread)
-	}
+	edits := o.edits(l.n)
 	before, err := l.requestsByKind(ctx)
 	if err != nil {
 		return err
@@ -633,6 +624,7 @@ func (l *lane) measureEdits(ctx context.Context, o FreshnessOptions) error {
 		pending := 0
 		for _, e := range edits {
 			switch {
+			case e.beyond:
 			case e.issued.IsZero() && time.Since(start) >= e.at:
 				if err := l.make(ctx, e, o.PageSize); err != nil {
 					return fmt.Errorf("%s: %w", e.label(), err)
@@ -697,6 +689,27 @@ FROM erp.sync_runs WHERE stream = 'invoices' AND started_at >= $1 AND status = '
 	}
 	return l.pool.QueryRow(ctx, `SELECT coalesce(pages, 0), coalesce(size_why, '') FROM erp.sync_window WHERE stream = 'invoices'`).
 		Scan(&l.window.pages, &l.window.why)
+}
+
+// edits are the edits the report makes on a list of about n invoices, each
+// at a random moment over o.EditSpread: those inside the window
+// (o.EditPages), the deletion (o.DeletePages), and the one outside it
+// (o.FarPages). One the list is too short to hold (a quick look at a
+// small list) is beyond it: not made, nor judged.
+func (o FreshnessOptions) edits(n int) []*edit {
+	var edits []*edit
+	for _, p := range o.EditPages {
+		edits = append(edits, &edit{pages: p})
+	}
+	edits = append(edits, &edit{pages: o.DeletePages, delete: true})
+	if o.FarPages > 0 {
+		edits = append(edits, &edit{pages: o.FarPages, outside: true})
+	}
+	for _, e := range edits {
+		e.at = rand.N(o.EditSpread)
+		e.beyond = e.pages >= n/o.PageSize
+	}
+	return edits
 }
 
 // runsOf are the runs of one kind the daemon completed while the edits
