@@ -503,8 +503,8 @@ func printLanes(out io.Writer, lanes []*lane, o FreshnessOptions, d schedules) {
   a window run every %s asking what the window run above asked, and a complete sweep every
   %s. The daemon's counts (measured, from its metric erpsync_erp_requests_total by kind) are
   every request it made while the edits were made: its window runs are too few in that time to
-  count by the hour, so each is given. An edit in the middle of its page; "held": a deletion a
-  window run held at a page boundary for the next to confirm.
+  count by the hour, so each is given. An edit half way into its page, a deletion a quarter;
+  "held": a deletion a window run held at a page boundary for the next to confirm.
 `, lanes[0].window.why, d.followSpec, every(d.follow), every(d.window), every(d.sweep))
 }
 
