@@ -179,7 +179,7 @@ func TestFreshnessArithmetic(t *testing.T) {
 				{pages: 500, outside: true, issued: time.Now()},
 			},
 			farSwept:   1,
-			daemonRuns: map[string]runsOf{"window": {runs: 2, pages: 40, secs: 5}},
+			daemonRuns: map[string]runsOf{"window": {runs: 2, secs: 5}},
 		}
 	}
 	near := func(t *testing.T, what string, got, want float64) {

@@ -673,14 +673,14 @@ func (l *lane) measureEdits(ctx context.Context, o FreshnessOptions) error {
 		l.daemonKinds[k] = n - before[k]
 	}
 	l.daemonRuns = map[string]runsOf{}
-	rows, err := l.pool.Query(ctx, `SELECT kind, count(*), coalesce(sum(pages), 0), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)::float8
+	rows, err := l.pool.Query(ctx, `SELECT kind, count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)::float8
 FROM erp.sync_runs WHERE stream = 'invoices' AND started_at >= $1 AND status = 'succeeded' GROUP BY kind`, since)
 	if err != nil {
 		return err
 	}
 	var r runsOf
 	var kind string
-	_, err = pgx.ForEachRow(rows, []any{&kind, &r.runs, &r.pages, &r.secs}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&kind, &r.runs, &r.secs}, func() error {
 		l.daemonRuns[kind] = r
 		return nil
 	})
@@ -713,10 +713,10 @@ func (o FreshnessOptions) edits(n int) []*edit {
 }
 
 // runsOf are the runs of one kind the daemon completed while the edits
-// were measured: how many, their pages and seconds in all.
+// were measured: how many, and their seconds in all.
 type runsOf struct {
-	runs, pages int64
-	secs        float64
+	runs int64
+	secs float64
 }
 
 // make chooses the invoice the edit is about, inside its page (a deletion
