@@ -37,12 +37,16 @@ BENCH_FLAGS ?=
 bench: build
 	$(GO) run ./cmd/erpsync-bench --binary bin/erpsync --invoices $(N) --runs $(RUNS) $(BENCH_FLAGS)
 
-## freshness: the freshness report of follow runs, measured on bin/erpsync by cmd/erpsync-bench
-## against the simulator at 100,000 and 1,000,000 invoices (100 a page, 100 ms an answer, the four
-## list shapes): seconds from a new invoice to the warehouse with the daemon following every 30 s,
-## outside and during a complete sweep, requests per follow run, ERP requests an hour against a
-## sweep per run; it exits 1 naming a goal missed (about 15 minutes; FRESHNESS_N=10000 for a quick
-## look; FRESHNESS_FLAGS=--samples=10, see go run ./cmd/erpsync-bench freshness --help)
+## freshness: the freshness report, measured on bin/erpsync by cmd/erpsync-bench against the
+## simulator at 100,000 and 1,000,000 invoices (100 a page, 100 ms an answer, the four list
+## shapes), the daemon at the invoices' default schedules (follow, window, sweep): seconds from a
+## new invoice to the warehouse, outside and during a complete sweep; from an edit 2 and 15 pages
+## from the newest end and a deletion 2 pages from it (inside the window) to the warehouse; what
+## an edit 500 pages back (outside it) waits for, derived from the sweep schedule and a measured
+## sweep; ERP requests an hour per kind of run against sweeps back to back; the policy's curve at
+## three budgets (a model). It exits 1 naming a goal missed (about an hour, mostly waiting for
+## window runs; FRESHNESS_N=10000 for a quick look; FRESHNESS_FLAGS=--goal-invoices=100000 checks
+## the goals at 100,000, see go run ./cmd/erpsync-bench freshness --help)
 FRESHNESS_N ?= 100000,1000000
 FRESHNESS_FLAGS ?=
 freshness: build

@@ -5,7 +5,7 @@
 // databases on the server TEST_DATABASE_URL names.
 //
 //	erpsync-bench [flags]            the sync report: the COPY limit of this machine, re-syncs, panels
-//	erpsync-bench freshness [flags]  the freshness report: follow runs, how fresh, what they cost the ERP
+//	erpsync-bench freshness [flags]  the freshness report: new records, edits and deletions, what the schedules cost the ERP
 package main
 
 import (
@@ -65,18 +65,19 @@ func freshness(args []string) {
 	sizes := fs.String("invoices", "100000,1000000", "invoices of the simulator, a report for each (`list` separated by commas)")
 	fs.DurationVar(&o.Latency, "latency", 0, "of each ERP answer once the warehouse is loaded (default 100ms)")
 	fs.DurationVar(&o.Follow, "follow", 0, "the daemon's follow schedule, @every this (default the stream's, 30s)")
+	fs.DurationVar(&o.WindowEvery, "window-every", 0, "the daemon's window schedule, @every this (default the stream's, 10m)")
 	fs.IntVar(&o.Samples, "samples", 0, "new invoices per shape outside sweeps, and as many during sweeps (default 10)")
-	fs.DurationVar(&o.Window, "window", 0, "over which they are issued, at random moments (default five follow intervals)")
+	fs.DurationVar(&o.Spread, "spread", 0, "over which they are issued, at random moments (default five follow intervals)")
+	fs.DurationVar(&o.EditSpread, "edit-spread", 0, "over which the edits are made, at random moments (default one window interval)")
+	editPages := fs.String("edit-pages", "2,15", "edits inside the window, this many pages from the list's newest end (`list` separated by commas)")
+	fs.IntVar(&o.DeletePages, "delete-pages", 2, "a deletion this many pages from the list's newest end")
+	fs.IntVar(&o.FarPages, "far-pages", 500, "an edit this many pages from the list's newest end, outside the window (left to the sweep)")
+	budgets := fs.String("budgets", "1000,400,200", "the requests_per_hour the policy's curve is modelled at (`list` separated by commas)")
 	fs.IntVar(&o.GoalInvoices, "goal-invoices", 0, "the goals on freshness and requests an hour apply from this many invoices (default 1000000)")
 	fs.Parse(args)
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "erpsync-bench freshness: --invoices %q: %q is not a positive number\n", *sizes, s)
-			os.Exit(2)
-		}
-		o.Sizes = append(o.Sizes, n)
-	}
+	o.Sizes = positives("--invoices", *sizes)
+	o.EditPages = positives("--edit-pages", *editPages)
+	o.Budgets = positives("--budgets", *budgets)
 	err := measure(*binary, func(ctx context.Context, binary string) error {
 		o.Binary = binary
 		return bench.Freshness(ctx, o, os.Stdout)
@@ -93,6 +94,21 @@ func freshness(args []string) {
 		}
 		os.Exit(1)
 	}
+}
+
+// positives reads a list of positive numbers separated by commas; it
+// exits when one is not.
+func positives(flag, list string) []int {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "erpsync-bench freshness: %s %q: %q is not a positive number\n", flag, list, s)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // reportFlags are the flags both reports take: the binary to measure, and

@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shopspring/decimal"
 
 	"github.com/erpsync/erpsync/internal/db"
 	"github.com/erpsync/erpsync/internal/erp/erpsim"
@@ -69,10 +74,19 @@ type lane struct {
 	outside       samples // new invoices while no sweep runs
 	during        samples // new invoices while complete sweeps run
 	sweep         sweepTime
-	// The daemon's requests to the ERP while the new invoices outside
-	// sweeps were issued: all routes, the invoice list, over window.
-	daemonAll, daemonList int
-	daemonWindow          time.Duration
+	windowRun     windowRun // one `erpsync sync --window invoices` on the quiet lane
+	window        windowRun // the daemon's window as the edits ended (pages, why)
+	edits         []*edit
+	// While the edits were measured (editWindow): the daemon's requests
+	// to the ERP by kind of run, from its metrics, and the runs it
+	// completed by kind.
+	editWindow  time.Duration
+	daemonKinds map[string]float64
+	daemonRuns  map[string]runsOf
+	metricsURL  string // the daemon's /metrics
+	// farSwept: whether the complete sweeps that completed after the
+	// edit outside the window wrote it (0: none completed).
+	farSwept int
 }
 
 // followRun is one `erpsync sync --follow invoices`.
@@ -211,16 +225,23 @@ func (l *lane) measureFollows(ctx context.Context) error {
 	return nil
 }
 
-// startDaemon starts `erpsync run` following the invoices on o.Follow
-// (its sweeps too far off to come), and waits for its first follow run.
+// startDaemon starts `erpsync run` on the invoices at the report's
+// schedules (the stream's defaults unless told otherwise), serving its
+// metrics on a port of its own, and waits for its first follow run. Its
+// complete sweeps do not come during a report: the loads have just
+// completed one.
 func (l *lane) startDaemon(ctx context.Context, o FreshnessOptions) error {
 	var since time.Time
 	if err := l.pool.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
 		return err
 	}
-	env := append(slices.Clone(l.env), "ERPSYNC_STREAMS=invoices",
-		"ERPSYNC_SCHEDULE=@every "+every(o.Follow), "ERPSYNC_SWEEP_SCHEDULE=@every "+every(farSweeps),
-		"ERPSYNC_HTTP_ADDR=127.0.0.1:0")
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	l.metricsURL = "http://" + addr + "/metrics"
+	env := append(slices.Clone(l.env), "ERPSYNC_STREAMS=invoices", "ERPSYNC_HTTP_ADDR="+addr)
+	env = append(env, o.daemonSchedules()...)
 	p, err := startErpsync(ctx, l.binary, env, "run")
 	if err != nil {
 		return err
@@ -233,8 +254,59 @@ func (l *lane) startDaemon(ctx context.Context, o FreshnessOptions) error {
 	})
 }
 
-// farSweeps is the daemon's sweep schedule: none comes during a report.
-const farSweeps = 8760 * time.Hour
+// freeAddr is a loopback address no one listens on, for the daemon's
+// metrics.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// requestsByKind reads the daemon's requests to the ERP so far, by kind
+// of run (erpsync_erp_requests_total, every route and answer).
+func (l *lane) requestsByKind(ctx context.Context) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.metricsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading the daemon's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("reading the daemon's metrics: %s %v", resp.Status, err)
+	}
+	return requestKinds(string(body))
+}
+
+// requestKinds sums erpsync_erp_requests_total by its kind label, from
+// metrics in the Prometheus text format.
+func requestKinds(text string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, line := range strings.Split(text, "\n") {
+		labels, ok := strings.CutPrefix(line, "erpsync_erp_requests_total{")
+		if !ok {
+			continue
+		}
+		end := strings.LastIndex(labels, "} ")
+		if end < 0 {
+			return nil, fmt.Errorf("a line of metrics that does not parse: %q", line)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(labels[end+2:]), 64)
+		if err != nil {
+			return nil, fmt.Errorf("a line of metrics that does not parse: %q", line)
+		}
+		_, kind, _ := strings.Cut(labels[:end], `kind="`)
+		kind, _, _ = strings.Cut(kind, `"`)
+		out[kind] += v
+	}
+	return out, nil
+}
 
 // waitFor polls cond until it holds, the daemon exits or timeout passes.
 func (l *lane) waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
@@ -262,14 +334,10 @@ func (l *lane) waitFor(ctx context.Context, timeout time.Duration, what string, 
 }
 
 // measureOutside issues new invoices while the daemon follows and no
-// sweep runs, and counts the daemon's requests meanwhile.
+// sweep runs.
 func (l *lane) measureOutside(ctx context.Context, o FreshnessOptions) error {
-	l.sim.ResetRequests()
-	start := time.Now()
 	var err error
 	l.outside, err = l.issue(ctx, o, l.daemon.exited)
-	l.daemonWindow = time.Since(start)
-	l.daemonAll, l.daemonList = len(l.sim.Requests()), l.sim.RequestCount(invoicesPath)
 	return err
 }
 
@@ -311,6 +379,21 @@ WHERE stream = 'invoices' AND sweep_id IS NOT NULL`
 	l.sweep = sw.time(pages, elapsed, l.sweepRequests)
 	if l.sweep.secs == 0 {
 		return fmt.Errorf("no complete sweep completed or committed a page while the invoices were issued")
+	}
+	// The sweeps began after the edit outside the window: one that
+	// completed must have written it.
+	for _, e := range l.edits {
+		if !e.outside || e.beyond || l.sweep.completed == 0 {
+			continue
+		}
+		var seen bool
+		if err := l.pool.QueryRow(ctx, `SELECT total_bc = $2::numeric FROM erp.invoices WHERE id = $1`, e.id, e.total).Scan(&seen); err != nil {
+			return err
+		}
+		l.farSwept = -1
+		if seen {
+			l.farSwept = 1
+		}
 	}
 	return nil
 }
@@ -395,14 +478,14 @@ func (s *sweeper) time(pages int64, elapsed float64, perSweep int) sweepTime {
 // pollEvery is how often the warehouse is asked for the invoices issued.
 const pollEvery = 100 * time.Millisecond
 
-// issue issues o.Samples invoices at random moments over o.Window, one at
+// issue issues o.Samples invoices at random moments over o.Spread, one at
 // a time as the ERP's users do, and times each until the warehouse holds
 // it, while alive says the processes measured still run. An invoice not
 // there within o.patience() is counted missing.
 func (l *lane) issue(ctx context.Context, o FreshnessOptions, alive func() error) (samples, error) {
 	at := make([]time.Duration, o.Samples)
 	for i := range at {
-		at[i] = rand.N(o.Window)
+		at[i] = rand.N(o.Spread)
 	}
 	slices.Sort(at)
 	type pending struct {
@@ -458,4 +541,251 @@ func (l *lane) issue(ctx context.Context, o FreshnessOptions, alive func() error
 		}
 	}
 	return s, nil
+}
+
+// measureWindow runs one `erpsync sync --window invoices` on the quiet
+// lane, at the report's latency: what a window run of the size the
+// daemon will choose asks of the ERP, and how long it takes.
+func (l *lane) measureWindow(ctx context.Context) error {
+	l.sim.ResetRequests()
+	secs, err := runErpsync(ctx, followTimeout, l.binary, l.env, "sync", "--window", "invoices")
+	if err != nil {
+		return fmt.Errorf("a window run: %w", err)
+	}
+	l.windowRun = windowRun{requests: l.sim.RequestCount(invoicesPath), secs: secs}
+	err = l.pool.QueryRow(ctx, `SELECT coalesce(pages, 0), coalesce(size_why, '') FROM erp.sync_window WHERE stream = 'invoices'`).
+		Scan(&l.windowRun.pages, &l.windowRun.why)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("a window run completed and left no window in erp.sync_window")
+	}
+	return err
+}
+
+// windowRun is one window run: its requests to the invoice list, its
+// time, the pages it read and why the window has that size.
+type windowRun struct {
+	requests, pages int
+	secs            float64
+	why             string
+}
+
+// An edit of the freshness report: an invoice changed, or deleted, at the
+// ERP so many pages from the list's newest end, and when the warehouse
+// showed it.
+type edit struct {
+	pages   int  // from the newest end (0: the newest page)
+	delete  bool // deleted rather than changed
+	outside bool // outside the window: left to the sweep, not waited for
+	beyond  bool // the list has fewer pages: not made
+	at      time.Duration
+
+	id      string
+	total   string // the changed invoice's new total
+	issued  time.Time
+	secs    float64 // from the change at the ERP to the warehouse; 0: not seen
+	missing bool    // not seen within the report's patience
+	held    bool    // held at a page boundary by a window run first
+	version bool    // the change left its version in erp.invoices_history
+}
+
+func (e *edit) label() string {
+	what := "an edit"
+	if e.delete {
+		what = "a deletion"
+	}
+	return fmt.Sprintf("%s %d pages from the newest end", what, e.pages)
+}
+
+// editPoll is how often the warehouse is asked for the edits made.
+const editPoll = 250 * time.Millisecond
+
+// measureEdits changes invoices inside the window (o.EditPages from the
+// newest end), deletes one (o.DeletePages), and changes one outside it
+// (o.FarPages), each at a random moment over o.EditSpread while the
+// daemon runs at its schedules, and times each inside the window until
+// the warehouse shows it. The one outside is left to the sweep: the
+// report only says whether anything wrote it meanwhile. It also counts
+// the daemon's requests to the ERP by kind of run, from its metrics,
+// and its runs.
+func (l *lane) measureEdits(ctx context.Context, o FreshnessOptions) error {
+	edits := o.edits(l.n)
+	before, err := l.requestsByKind(ctx)
+	if err != nil {
+		return err
+	}
+	var since time.Time
+	if err := l.pool.QueryRow(ctx, `SELECT now()`).Scan(&since); err != nil {
+		return err
+	}
+	start := time.Now()
+	tick := time.NewTicker(editPoll)
+	defer tick.Stop()
+	for {
+		pending := 0
+		for _, e := range edits {
+			switch {
+			case e.beyond:
+			case e.issued.IsZero() && time.Since(start) >= e.at:
+				if err := l.make(ctx, e, o.PageSize); err != nil {
+					return fmt.Errorf("%s: %w", e.label(), err)
+				}
+				pending++
+			case e.issued.IsZero():
+				pending++
+			case e.secs > 0 || e.missing:
+			case e.outside:
+				// Not waited for: only whether anything wrote it meanwhile.
+				if err := l.look(ctx, e); err != nil {
+					return fmt.Errorf("%s: %w", e.label(), err)
+				}
+			default:
+				if err := l.look(ctx, e); err != nil {
+					return fmt.Errorf("%s: %w", e.label(), err)
+				}
+				if e.secs == 0 && time.Since(e.issued) > o.editPatience(e.delete) {
+					e.missing = true
+				}
+				if e.secs == 0 && !e.missing {
+					pending++
+				}
+			}
+		}
+		if pending == 0 {
+			break
+		}
+		if err := l.daemon.exited(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	l.edits = edits
+	l.editWindow = time.Since(start)
+	after, err := l.requestsByKind(ctx)
+	if err != nil {
+		return err
+	}
+	l.daemonKinds = map[string]float64{}
+	for k, n := range after {
+		l.daemonKinds[k] = n - before[k]
+	}
+	l.daemonRuns = map[string]runsOf{}
+	rows, err := l.pool.Query(ctx, `SELECT kind, count(*), coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)::float8
+FROM erp.sync_runs WHERE stream = 'invoices' AND started_at >= $1 AND status = 'succeeded' GROUP BY kind`, since)
+	if err != nil {
+		return err
+	}
+	var r runsOf
+	var kind string
+	_, err = pgx.ForEachRow(rows, []any{&kind, &r.runs, &r.secs}, func() error {
+		l.daemonRuns[kind] = r
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the daemon's runs: %w", err)
+	}
+	return l.pool.QueryRow(ctx, `SELECT coalesce(pages, 0), coalesce(size_why, '') FROM erp.sync_window WHERE stream = 'invoices'`).
+		Scan(&l.window.pages, &l.window.why)
+}
+
+// edits are the edits the report makes on a list of about n invoices, each
+// at a random moment over o.EditSpread: those inside the window
+// (o.EditPages), the deletion (o.DeletePages), and the one outside it
+// (o.FarPages). One the list is too short to hold (a quick look at a
+// small list) is beyond it: not made, nor judged.
+func (o FreshnessOptions) edits(n int) []*edit {
+	var edits []*edit
+	for _, p := range o.EditPages {
+		edits = append(edits, &edit{pages: p})
+	}
+	edits = append(edits, &edit{pages: o.DeletePages, delete: true})
+	if o.FarPages > 0 {
+		edits = append(edits, &edit{pages: o.FarPages, outside: true})
+	}
+	for _, e := range edits {
+		e.at = rand.N(o.EditSpread)
+		e.beyond = e.pages >= n/o.PageSize
+	}
+	return edits
+}
+
+// runsOf are the runs of one kind the daemon completed while the edits
+// were measured: how many, and their seconds in all.
+type runsOf struct {
+	runs int64
+	secs float64
+}
+
+// make chooses the invoice the edit is about, inside its page (a deletion
+// at a page boundary is held for the next read to confirm, a case judged
+// apart), and changes or deletes it at the ERP. Pages are counted as the list pages
+// them: from its newest end for a list newest first; from its oldest for
+// one oldest first, whose newest page may be short.
+func (l *lane) make(ctx context.Context, e *edit, pageSize int) error {
+	var live int
+	if err := l.pool.QueryRow(ctx, `SELECT count(*) FROM erp.invoices WHERE deleted_at IS NULL`).Scan(&live); err != nil {
+		return err
+	}
+	// Edits half way into their page, deletions a quarter: never the same
+	// invoice, nor one at a page boundary.
+	into := pageSize / 2
+	if e.delete {
+		into = pageSize / 4
+	}
+	back := e.pages*pageSize + into // records before it, from the newest
+	if l.shape.order == erpsim.OrderOldestFirst {
+		last := (live - 1) / pageSize // the newest page
+		back = live - 1 - ((last-e.pages)*pageSize + into)
+	}
+	if back < 0 || back >= live {
+		return fmt.Errorf("the list has %d invoices: none lies %d pages from its newest end", live, e.pages)
+	}
+	if err := l.pool.QueryRow(ctx, `SELECT id FROM erp.invoices WHERE deleted_at IS NULL ORDER BY id::bigint DESC OFFSET $1 LIMIT 1`, back).Scan(&e.id); err != nil {
+		return fmt.Errorf("choosing the invoice: %w", err)
+	}
+	id, err := strconv.ParseInt(e.id, 10, 64)
+	if err != nil {
+		return err
+	}
+	e.issued = time.Now()
+	if e.delete {
+		if l.sim.DeleteInvoices(id) != 1 {
+			return fmt.Errorf("the ERP holds no invoice %d", id)
+		}
+		return nil
+	}
+	changed := l.sim.ChangeInvoices(func(v *erpsim.Invoice) {
+		v.TotalBC = v.TotalBC.Add(decimal.NewFromInt(1))
+		v.UpdatedAt = e.issued.UTC().Format(time.RFC3339)
+		e.total = v.TotalBC.String()
+	}, id)
+	if changed != 1 {
+		return fmt.Errorf("the ERP holds no invoice %d", id)
+	}
+	return nil
+}
+
+// look asks the warehouse whether it shows the edit yet, and notes when
+// it first does; for a deletion, whether a window run holds it at a page
+// boundary meanwhile.
+func (l *lane) look(ctx context.Context, e *edit) error {
+	var seen, held bool
+	if e.delete {
+		if err := l.pool.QueryRow(ctx, `SELECT deleted_at IS NOT NULL, EXISTS (SELECT 1 FROM erp.deletion_candidates WHERE kind = 'window' AND id = $1)
+FROM erp.invoices WHERE id = $1`, e.id).Scan(&seen, &held); err != nil {
+			return err
+		}
+		// A row held once was held: it leaves the held set as it is marked.
+		e.held = e.held || held
+	} else if err := l.pool.QueryRow(ctx, `SELECT total_bc = $2::numeric FROM erp.invoices WHERE id = $1`, e.id, e.total).Scan(&seen); err != nil {
+		return err
+	}
+	if !seen {
+		return nil
+	}
+	e.secs = time.Since(e.issued).Seconds()
+	return l.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM erp.invoices_history WHERE id = $1`, e.id).Scan(&e.version)
 }
