@@ -82,8 +82,8 @@ type sample struct {
 	// ones (no index written): a column an index reads that an update
 	// changes makes it a non-HOT one.
 	updates, hotUpdates int64
-	indexes                           int   // of erp.invoices, and of the COPY target
-	panelMisses                       []string
+	indexes             int // of erp.invoices, and of the COPY target
+	panelMisses         []string
 }
 
 // GoalsMissed is a report that missed goals: Run returns it once the
