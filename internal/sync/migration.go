@@ -32,9 +32,9 @@ func (t ColumnType) SQLType() string {
 
 // Migration is the goose migration that makes a stream's entity table as
 // the stream declares it (see Info): the shared columns and its typed
-// columns, its indexes, the rule by which scoped logins read it and its readers, and
-// its history (erp.add_history) or, without one, the guard every entity
-// table has (erp.guard_rows). A new stream's migration is this text, so
+// columns, its indexes, the rule by which scoped logins read it and its
+// readers, and its history (erp.add_history) or, without one, the guard
+// every entity table has (erp.guard_rows). A new stream's migration is this text, so
 // that each fact of the stream is written once, in its declaration; a
 // test writes it (docs/adding-a-stream.md says how) and keeps the tables
 // equal to their declarations.
@@ -65,7 +65,7 @@ func Migration(s Stream) (string, error) {
 	// The table is new and empty: its indexes are built in this
 	// transaction, blocking nobody.
 	for _, x := range t.Indexes {
-		fmt.Fprintf(&b, "%s;\n", x.SQL("erp."+t.Name, false))
+		fmt.Fprintf(&b, "%s;\n", x.SQL("erp."+t.Name))
 	}
 	fmt.Fprintf(&b, "CALL erp.apply_access('%s', '%s');\n", t.Name, info.Access)
 	fmt.Fprintf(&b, "GRANT SELECT ON erp.%s TO erpsync_analyst, erpsync_scoped;\n", t.Name)

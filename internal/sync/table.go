@@ -167,15 +167,12 @@ type Index struct {
 	Where   string
 }
 
-// SQL is the statement that builds x on erp.<table> (concurrently: without
-// blocking the table's writers, outside a transaction).
-func (x Index) SQL(table string, concurrently bool) string {
+// SQL is the statement that builds x on table: on a new table, in the
+// migration that makes it. On a table that holds rows, a migration builds
+// it CONCURRENTLY instead, which blocks no writer.
+func (x Index) SQL(table string) string {
 	var b strings.Builder
-	b.WriteString("CREATE INDEX ")
-	if concurrently {
-		b.WriteString("CONCURRENTLY ")
-	}
-	fmt.Fprintf(&b, "%s ON %s (%s)", x.Name, table, strings.Join(x.Key, ", "))
+	fmt.Fprintf(&b, "CREATE INDEX %s ON %s (%s)", x.Name, table, strings.Join(x.Key, ", "))
 	if len(x.Include) > 0 {
 		fmt.Fprintf(&b, " INCLUDE (%s)", strings.Join(x.Include, ", "))
 	}

@@ -137,7 +137,7 @@ func TestMigrations(t *testing.T) {
 			}
 			want := map[string]string{}
 			for _, x := range info.Table.Indexes {
-				want[x.Name] = normalIndexDef(x.SQL(info.TableName(), false))
+				want[x.Name] = normalIndexDef(x.SQL(info.TableName()))
 			}
 			if !maps.Equal(got, want) {
 				t.Errorf("%s: the table's indexes are\n%v\nits stream declares\n%v", info.TableName(), got, want)
