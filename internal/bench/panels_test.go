@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,10 +125,36 @@ func TestPanelReport(t *testing.T) {
 		}
 		t.Log(out.String())
 		for _, want := range []string{"Revenue per month and currency, 2026-01-01..2026-12-31", "Invoices changed or deleted this week, 1% re-sync",
-			"yes: Bitmap Index Scan using invoices_source_date", "erp.invoices_as_of(now())"} {
+			"using invoices_source_date, Index Cond:", "erp.invoices_as_of(now())",
+			"with the indexes of erp.invoices (invoices_deleted, invoices_pkey, invoices_source_date, invoices_synced)"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("the report has no %q", want)
 			}
+		}
+		if !strings.Contains(out.String(), "    yes: ") {
+			t.Errorf("the report does not say the revenue panel reaches invoices_source_date as the scoped login")
+		}
+		// The limit is a typed table with the same indexes: every index of erp.invoices on
+		// bench_limit.invoices, the same definition but for the name and the table, and on
+		// bench_limit.invoices_current those of its columns, without the predicate its rows hold.
+		var missing []string
+		if err := admin.QueryRow(ctx, `WITH defs AS (SELECT i.indrelid, regexp_replace(pg_get_indexdef(i.indexrelid), '^.* USING ', '') AS def
+			FROM pg_index i WHERE i.indrelid IN ('erp.invoices'::regclass, 'bench_limit.invoices'::regclass))
+			SELECT coalesce(array_agg(def), '{}') FROM defs d WHERE indrelid = 'erp.invoices'::regclass
+			AND NOT EXISTS (SELECT 1 FROM defs l WHERE l.indrelid = 'bench_limit.invoices'::regclass AND l.def = d.def)`).Scan(&missing); err != nil {
+			t.Fatal(err)
+		}
+		if len(missing) > 0 {
+			t.Errorf("indexes of erp.invoices the limit's bench_limit.invoices lacks: %v", missing)
+		}
+		var current []string
+		if err := admin.QueryRow(ctx, `SELECT array_agg(def ORDER BY def) FROM (SELECT regexp_replace(pg_get_indexdef(indexrelid), '^.* USING ', '') AS def
+			FROM pg_index WHERE indrelid = 'bench_limit.invoices_current'::regclass) d`).Scan(&current); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"btree (source, id)",
+			"btree (source, invoice_date) INCLUDE (status, currency_code, total_bc, customer_name, company_id, branch_id)"}; !slices.Equal(current, want) {
+			t.Errorf("bench_limit.invoices_current's indexes: %q, want %q", current, want)
 		}
 		var roles int
 		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname LIKE 'erpsync\_bench\_%'`).Scan(&roles); err != nil || roles != 0 {

@@ -3,6 +3,7 @@ package sync
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -15,6 +16,15 @@ var SharedColumns = struct{ Before, After [][2]string }{
 		{"first_listed_by", "text"}, {"first_seen_at", "timestamptz NOT NULL DEFAULT now()"}, {"synced_at", "timestamptz NOT NULL DEFAULT now()"}, {"deleted_at", "timestamptz"}},
 }
 
+// sharedColumnNames are the names of SharedColumns, in order.
+func sharedColumnNames() []string {
+	var out []string
+	for _, c := range append(slices.Clone(SharedColumns.Before), SharedColumns.After...) {
+		out = append(out, c[0])
+	}
+	return out
+}
+
 // SQLType is the Postgres type of a column of type t.
 func (t ColumnType) SQLType() string {
 	return [...]string{"text", "numeric", "boolean", "date", "timestamptz"}[t]
@@ -22,9 +32,9 @@ func (t ColumnType) SQLType() string {
 
 // Migration is the goose migration that makes a stream's entity table as
 // the stream declares it (see Info): the shared columns and its typed
-// columns, the rule by which scoped logins read it and its readers, and
-// its history (erp.add_history) or, without one, the guard every entity
-// table has (erp.guard_rows). A new stream's migration is this text, so
+// columns, its indexes, the rule by which scoped logins read it and its
+// readers, and its history (erp.add_history) or, without one, the guard
+// every entity table has (erp.guard_rows). A new stream's migration is this text, so
 // that each fact of the stream is written once, in its declaration; a
 // test writes it (docs/adding-a-stream.md says how) and keeps the tables
 // equal to their declarations.
@@ -52,6 +62,11 @@ func Migration(s Stream) (string, error) {
 		fmt.Fprintf(&b, "    %-*s %s,\n", width, c[0], c[1])
 	}
 	b.WriteString("    PRIMARY KEY (source, id)\n);\n")
+	// The table is new and empty: its indexes are built in this
+	// transaction, blocking nobody.
+	for _, x := range t.Indexes {
+		fmt.Fprintf(&b, "%s;\n", x.SQL("erp."+t.Name))
+	}
 	fmt.Fprintf(&b, "CALL erp.apply_access('%s', '%s');\n", t.Name, info.Access)
 	fmt.Fprintf(&b, "GRANT SELECT ON erp.%s TO erpsync_analyst, erpsync_scoped;\n", t.Name)
 	if info.History == HistoryOn {

@@ -83,6 +83,12 @@ type Table struct {
 	// A table with neither columns nor Also expects nothing: the fields
 	// of its records are not known.
 	Also map[string]string
+	// Indexes are the table's indexes besides its primary key: what its
+	// readers' questions need (docs/performance.md measures them). Every
+	// write of a row maintains each of them, and a column an index reads
+	// (key, INCLUDE or predicate) keeps an update that changes it from
+	// being a HOT update, so each earns its place by a reader's question.
+	Indexes []Index
 
 	db     *db.Table
 	expect Expectation // the fields expected, made once by Validate
@@ -150,6 +156,49 @@ func (e Expectation) Check(rec erp.Record, id string, drift *Drift) {
 	drift.shapes[shape] = found
 }
 
+// Index is an index of an entity table: a btree on Key, with Include's
+// columns stored in it so that a question reading only those (and the
+// columns row-level security reads: source, company_id, branch_id) is
+// answered from the index alone, and Where, if not "", its predicate.
+type Index struct {
+	Name    string
+	Key     []string
+	Include []string
+	Where   string
+}
+
+// SQL is the statement that builds x on table: on a new table, in the
+// migration that makes it. On a table that holds rows, a migration builds
+// it CONCURRENTLY instead, which blocks no writer.
+func (x Index) SQL(table string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE INDEX %s ON %s (%s)", x.Name, table, strings.Join(x.Key, ", "))
+	if len(x.Include) > 0 {
+		fmt.Fprintf(&b, " INCLUDE (%s)", strings.Join(x.Include, ", "))
+	}
+	if x.Where != "" {
+		fmt.Fprintf(&b, " WHERE %s", x.Where)
+	}
+	return b.String()
+}
+
+// Columns are the columns x reads: its key, its included columns and, if
+// known, those of its predicate.
+func (x Index) Columns() []string {
+	out := slices.Concat(x.Key, x.Include)
+	for _, w := range predicateColumn.FindAllString(x.Where, -1) {
+		if !slices.Contains(out, w) && !sqlWords[strings.ToUpper(w)] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+var (
+	predicateColumn = regexp.MustCompile(`[a-z_][a-z0-9_]*`)
+	sqlWords        = map[string]bool{"IS": true, "NOT": true, "NULL": true, "AND": true, "OR": true, "TRUE": true, "FALSE": true}
+)
+
 // Validate checks the definition and prepares its SQL.
 func (t *Table) Validate() error {
 	if !streamName.MatchString(t.Name) {
@@ -176,6 +225,17 @@ func (t *Table) Validate() error {
 			return fmt.Errorf("column %s: a %s column or one read from a nested field must be lenient", c.Name, c.Type)
 		}
 		cols[i] = c.Name
+	}
+	known := slices.Concat(cols, sharedColumnNames())
+	for _, x := range t.Indexes {
+		if !streamName.MatchString(x.Name) || len(x.Key) == 0 {
+			return fmt.Errorf("table %s: an index needs a name and a key", t.Name)
+		}
+		for _, c := range x.Columns() {
+			if !slices.Contains(known, c) {
+				return fmt.Errorf("table %s: index %s reads %s, which is not a column of the table", t.Name, x.Name, c)
+			}
+		}
 	}
 	t.db = db.NewTable("erp."+t.Name, cols...)
 	t.expect = NewExpectation(t.expected())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -841,6 +842,139 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("%s versions end after now", n)
 		}
 	})
+
+	t.Run("IndexesTheInvoicesOfAWarehouseOfTheReleaseBeforeInPlace", func(t *testing.T) {
+		// A warehouse the release before wrote (schema 21), in the middle of a
+		// sweep, with a version of before and a deleted row, where a first
+		// attempt at migration 22 was stopped while building an index (which
+		// leaves it invalid). The owner migrates: every row and version stays
+		// as it was, the invoices have the indexes their stream declares, all
+		// valid, and a scoped login's revenue question is answered from the
+		// date index alone. The daemon's role resumes the sweep, and the
+		// warehouse is the ERP's.
+		t.Parallel()
+		ctx := context.Background()
+		sim := erpsim.New(erpsim.Options{Invoices: 250, Users: branchUsers, RecordLabels: erpsim.LabelsNone})
+		admin, owner, pool, q := ownedWarehouseAt(t, comparedRelease)
+		const login = "sync-riyadh"
+		cursor, firstPage := writeInvoicesAsBefore(t, pool, sim, branchUsers[0], 50, login, 2)
+		invoices := sim.Invoices()
+		changed, deleted := fmt.Sprint(invoices[30].ID), fmt.Sprint(invoices[40].ID)
+		for _, st := range []struct {
+			sql  string
+			args []any
+		}{
+			{versionOfBefore, []any{changed}},
+			{`UPDATE erp.invoices SET deleted_at = now() WHERE id = $1`, []any{deleted}},
+			{`INSERT INTO erp.sync_checkpoints (source, stream, login, sweep_id, sweep_started_at, cursor, pages, rows, sweep_order, sweep_last_id,
+		      last_sweep_id, last_sweep_started_at, last_sweep_completed_at)
+		  VALUES ('main', 'invoices', $1, 7, now() - interval '1 hour', $2, 1, $3, 'ascending', $4, 6, now() - interval '2 days', now() - interval '2 days')`,
+				[]any{login, cursor, len(firstPage), firstPage[len(firstPage)-1]}},
+			{`INSERT INTO erp.sweep_seen (sweep_id, id) SELECT 7, unnest($1::text[])`, []any{firstPage}},
+		} {
+			if _, err := pool.Exec(ctx, st.sql, st.args...); err != nil {
+				t.Fatalf("%s: %v", st.sql, err)
+			}
+		}
+		// The first attempt, stopped: a CREATE INDEX CONCURRENTLY that fails
+		// leaves its index behind, invalid, under the name migration 22 builds.
+		if _, err := owner.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY invoices_source_date_covering ON erp.invoices (source)`); err == nil {
+			t.Fatal("a unique index on source was built: the stopped attempt is not what it should be")
+		}
+		if got := q(`SELECT count(*)::text FROM pg_index WHERE indexrelid = 'erp.invoices_source_date_covering'::regclass AND NOT indisvalid`); got != "1" {
+			t.Fatalf("no invalid index left by the stopped attempt")
+		}
+		versions := `SELECT string_agg(concat_ws('|', id, valid_from, valid_to, ended_by, total_bc, payload::text), E'\n' ORDER BY id, valid_from)
+			FROM erp.invoices_history`
+		rows := `SELECT string_agg(concat_ws('|', id, company_id, branch_id, total_bc, invoice_date, status, customer_name, payload::text,
+			payload_hash, listed_by, first_listed_by, first_seen_at, synced_at, deleted_at), E'\n' ORDER BY id) FROM erp.invoices`
+		asOf := `SELECT count(*) || ' ' || sum(total_bc) FROM erp.invoices_as_of(now() - interval '1 minute')`
+		versionsBefore, rowsBefore, asOfBefore := q(versions), q(rows), q(asOf)
+
+		if _, err := db.Migrate(ctx, owner, nil); err != nil {
+			t.Fatalf("upgrading: %v", err)
+		}
+		if got := q(versions); got != versionsBefore {
+			t.Errorf("versions the upgrade changed:\n%s", diffLines(versionsBefore, got))
+		}
+		if got := q(rows); got != rowsBefore {
+			t.Errorf("rows the upgrade changed:\n%s", diffLines(rowsBefore, got))
+		}
+		if got := q(asOf); got != asOfBefore {
+			t.Errorf("as of before the upgrade: %s after it, %s before", got, asOfBefore)
+		}
+		s, _ := catalog.Lookup("invoices")
+		var want []string
+		for _, x := range s.Declared().Table.Indexes {
+			want = append(want, x.Name)
+		}
+		slices.Sort(want)
+		if got := q(`SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE i.indrelid = 'erp.invoices'::regclass AND i.indisvalid AND NOT i.indisprimary`); got != strings.Join(want, ",") {
+			t.Errorf("the invoices' valid indexes are %s, want those the stream declares: %s", got, strings.Join(want, ","))
+		}
+		if got := q(`SELECT count(*)::text FROM pg_index WHERE indrelid = 'erp.invoices'::regclass AND NOT indisvalid`); got != "0" {
+			t.Errorf("%s invalid indexes left on erp.invoices", got)
+		}
+
+		// A scoped login's revenue question, once a vacuum has marked the
+		// pages all-visible, reads the date index and not the heap.
+		if _, err := pool.Exec(ctx, `VACUUM ANALYZE erp.invoices`); err != nil {
+			t.Fatal(err)
+		}
+		scoped := testdb.Role(t)
+		if _, err := pool.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, 'main', '1')`, scoped); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := testdb.PoolAs(t, admin, scoped).Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var plan []string
+		for _, sql := range []string{`SET LOCAL enable_seqscan = off`, `SET LOCAL enable_bitmapscan = off`,
+			`EXPLAIN (ANALYZE, COSTS false) SELECT currency_code, sum(total_bc) FROM erp.invoices_current
+			 WHERE source = 'main' AND invoice_date >= '2000-01-01' AND status NOT IN ('draft', 'cancelled') GROUP BY 1`} {
+			r, err := tx.Query(ctx, sql)
+			if err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			for r.Next() {
+				var line string
+				if err := r.Scan(&line); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, line)
+			}
+			if err := r.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		text := strings.Join(plan, "\n")
+		if !strings.Contains(text, "Index Only Scan using invoices_source_date") || !strings.Contains(text, "Heap Fetches: 0") {
+			t.Errorf("the scoped login's revenue question is not an index-only scan of invoices_source_date without heap fetches:\n%s", text)
+		}
+		tx.Rollback(ctx)
+
+		// The daemon's role resumes sweep 7; the sweep after it compares
+		// every page, and the warehouse is the ERP's.
+		runner := &sync.Runner{Pool: testdb.PoolAs(t, admin, testdb.Role(t, "erpsync_runtime")), Prefetch: 1}
+		tgt := twoLogins(t, sim)
+		tgt.Source, tgt.Logins, tgt.PageSize = "main", tgt.Logins[:1], 50
+		if res := syncLogins(t, runner, tgt, "invoices")[0]; res.SweepID != 7 || res.Err != nil {
+			t.Errorf("the run after the upgrade ran sweep %d (%v), want the interrupted sweep 7 resumed", res.SweepID, res.Err)
+		}
+		syncLogins(t, runner, tgt, "invoices")
+		if got, want := q(`SELECT count(*) || ' ' || sum(total_bc) FROM erp.invoices_current`), fmt.Sprintf("%d %s", len(invoices), sim.InvoiceTotal()); got != want {
+			t.Errorf("live invoices after the resumed sweep: %s, want the ERP's %s", got, want)
+		}
+		after := strings.Split(q(versions), "\n")
+		for _, v := range strings.Split(versionsBefore, "\n") {
+			if !slices.Contains(after, v) {
+				t.Errorf("a version of before the upgrade is gone after the resumed sweep: %s", v)
+			}
+		}
+	})
 }
 
 // ownedWarehouseAt is a warehouse made as an installation is (see
@@ -879,6 +1013,10 @@ const lastRelease = 17
 // hashedRelease is the schema version of the last release whose sweeps
 // compared rows by payload_hash (776ddd2).
 const hashedRelease = 20
+
+// comparedRelease is the schema version of the last release whose
+// invoice indexes held their keys only (2f9a6c3).
+const comparedRelease = 21
 
 // previousRelease is the schema version of the release before the
 // hardened access model (fd15670).

@@ -104,6 +104,57 @@ func TestMigrations(t *testing.T) {
 			t.Logf("wrote %s", path)
 		}
 	})
+
+	// An entity table's indexes besides its primary key are those its stream declares, as it
+	// declares them: the declaration is what a new stream's migration is written from, what
+	// the schema is held to, and what readers read to know what a question costs.
+	t.Run("IndexEveryEntityTableAsItsStreamDeclares", func(t *testing.T) {
+		for _, name := range catalog.Names() {
+			s, _ := catalog.Lookup(name)
+			info := s.Declared()
+			if info.Table == nil || info.Table.Own {
+				continue
+			}
+			rows, err := pool.Query(ctx, `SELECT c.relname::text, pg_get_indexdef(i.indexrelid), i.indisvalid FROM pg_index i
+				JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass($1) AND NOT i.indisprimary`, info.TableName())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for rows.Next() {
+				var index, def string
+				var valid bool
+				if err := rows.Scan(&index, &def, &valid); err != nil {
+					t.Fatal(err)
+				}
+				if !valid {
+					t.Errorf("%s: index %s is not valid", info.TableName(), index)
+				}
+				got[index] = normalIndexDef(def)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{}
+			for _, x := range info.Table.Indexes {
+				want[x.Name] = normalIndexDef(x.SQL(info.TableName()))
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("%s: the table's indexes are\n%v\nits stream declares\n%v", info.TableName(), got, want)
+			}
+		}
+	})
+}
+
+// normalIndexDef is an index's definition as the stream declares it and as Postgres prints it
+// (pg_get_indexdef): without the access method (btree, the default) and the parentheses
+// around a predicate.
+func normalIndexDef(def string) string {
+	def = strings.Replace(def, " USING btree ", " ", 1)
+	if head, pred, ok := strings.Cut(def, " WHERE "); ok {
+		def = head + " WHERE " + strings.TrimSuffix(strings.TrimPrefix(pred, "("), ")")
+	}
+	return def
 }
 
 // writeMigration writes the migration of s as the next one in
