@@ -280,6 +280,24 @@ func TestFollowRun(t *testing.T) {
 					}
 				})
 
+				// A window's size is learnt from where every kind of run
+				// changed records, follow runs too: a change on the newest
+				// page is noted as 0 pages from the newest end, whichever
+				// end of the list that is.
+				t.Run("NotesHowFarFromTheNewestEndItChangedARecord", func(t *testing.T) {
+					t.Parallel()
+					h := followHarness(t, sh)
+					h.sim.ChangeInvoices(func(v *erpsim.Invoice) { v.TotalBC = decimal.RequireFromString("31.41") }, newest(h, 0).ID)
+					if res := h.followMarksNothing(); res.Stats.Updated != 1 {
+						t.Fatalf("the follow run wrote %+v, want the newest invoice's change", res.Stats)
+					}
+					got := h.text(`SELECT coalesce(string_agg(coalesce(pages_from_end::text, 'unplaced') || ':' || changes, ','), 'none')
+						FROM erp.change_positions WHERE kind = 'follow'`)
+					if got != "0:1" {
+						t.Errorf("the follow run's changes are noted as %s (pages from the end:changes), want 0:1", got)
+					}
+				})
+
 				t.Run("MissesNothingWhenARecordIsDeletedOnAPageItHasRead", func(t *testing.T) {
 					t.Parallel()
 					h := followHarness(t, sh)
