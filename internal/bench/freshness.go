@@ -636,16 +636,15 @@ func (p policy) share(t time.Duration, n, pageSize int) float64 {
 // budgeted is the policy of a lane's measured runs at the defaults under
 // a budget of requests an hour, with what it asks an hour (a new invoice
 // at every follow run) and the stretch of its window runs and sweeps;
-// refused when the follow runs alone would spend the budget (the daemon
-// refuses to start so).
+// refused when the follow runs alone would spend the budget, by the rule
+// the daemon refuses to start by (config.BudgetHoldsFollows).
 func (l *lane) budgeted(d schedules, budget, n, pageSize int) (p policy, asks, stretch float64, refused bool) {
 	src := config.Source{Name: "bench", PageSize: pageSize, RequestsPerHour: budget, Logins: []config.Login{{Username: "erpsync"}},
 		Streams: []config.StreamConfig{{Name: "invoices", Schedule: d.followSpec, WindowSchedule: d.windowSpec, SweepSchedule: d.sweepSpec}}}
 	pages := (n + pageSize - 1) / pageSize
 	key := model.Key{Source: "bench", Stream: "invoices", Login: "erpsync"}
 	e := erpcost.Of(src, map[model.Key]db.ListSize{key: {SweepRows: int64(n), RunPages: int64(pages), RunRows: int64(n), WindowPages: l.window.pages}})
-	follows, _ := src.FollowRequestsPerHour()
-	refused = budget > 0 && float64(budget) <= follows
+	refused = config.BudgetHoldsFollows(src) != nil
 	stretch = e.Stretch
 	h := l.hourly(d)
 	asks = h.follow[1] + (h.window+h.sweep)/stretch

@@ -375,17 +375,17 @@ func (l *loader) source(p place, fs fileSource, enabled []string) Source {
 	for _, n := range names {
 		src.Streams = append(src.Streams, l.stream(p, n, fs.streams[n]))
 	}
-	if err := budgetHoldsFollows(src); err != nil {
+	if err := BudgetHoldsFollows(src); err != nil {
 		l.report(p.fail(set[requestsKey.name], err))
 	}
 	return src
 }
 
-// budgetHoldsFollows refuses a budget of requests an hour that the
+// BudgetHoldsFollows refuses a budget of requests an hour that the
 // follow runs alone would spend: the daemon stretches window runs and
 // complete sweeps to fit a budget, never follow runs, so such a budget
 // could never be kept.
-func budgetHoldsFollows(src Source) error {
+func BudgetHoldsFollows(src Source) error {
 	budget := float64(src.RequestsPerHour)
 	need, parts := src.FollowRequestsPerHour()
 	if budget == 0 || budget > need {
