@@ -41,10 +41,9 @@ WITH up AS (
     FROM unnest($5::text[], $6::jsonb[], $7::bytea[]) AS s(usr, payload, hash)
     LEFT JOIN erp.cashbox_access cur ON cur.source = $1 AND cur.cashbox_id = $4 AND cur."user" = s.usr
     CROSS JOIN LATERAL (SELECT
-        CASE WHEN cur."user" IS NULL OR $9 OR `+firstLister("cur")+` = $8 THEN $2 ELSE cur.company_id END AS company_id,
-        CASE WHEN cur."user" IS NULL OR $9 OR `+firstLister("cur")+` = $8 THEN $3 ELSE cur.branch_id END AS branch_id,
-        CASE WHEN cur."user" IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL OR `+firstLister("cur")+` = $8
-             THEN $8 ELSE cur.listed_by END AS listed_by) n
+        CASE WHEN `+takesLabels("cur", `cur."user"`, "$9", "$8")+` THEN $2 ELSE cur.company_id END AS company_id,
+        CASE WHEN `+takesLabels("cur", `cur."user"`, "$9", "$8")+` THEN $3 ELSE cur.branch_id END AS branch_id,
+        `+listerOf("cur", `cur."user"`, "$8")+` AS listed_by) n
     WHERE cur."user" IS NULL OR cur.deleted_at IS NOT NULL
        OR (cur.company_id, cur.branch_id, cur.payload, cur.payload_hash) IS DISTINCT FROM (n.company_id, n.branch_id, s.payload, s.hash)
        OR (cur.listed_by IS NOT NULL AND cur.listed_by IS DISTINCT FROM n.listed_by)

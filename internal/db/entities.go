@@ -64,10 +64,9 @@ func NewTable(name string, columns ...string) *Table {
 	// when there is none; s: the record as listed, labelled with the
 	// login's context when it carries no labels of its own).
 	becomes := map[string]string{
-		"company_id": "CASE WHEN " + takesLabels("cur", "s") + " THEN s.company_id ELSE cur.company_id END",
-		"branch_id":  "CASE WHEN " + takesLabels("cur", "s") + " THEN s.branch_id ELSE cur.branch_id END",
-		"listed_by": "CASE WHEN cur.id IS NULL OR cur.deleted_at IS NOT NULL OR cur.listed_by IS NULL OR " +
-			firstLister("cur") + " = s.listed_by THEN s.listed_by ELSE cur.listed_by END",
+		"company_id": "CASE WHEN " + takesLabels("cur", "cur.id", "s.own_labels", "s.listed_by") + " THEN s.company_id ELSE cur.company_id END",
+		"branch_id":  "CASE WHEN " + takesLabels("cur", "cur.id", "s.own_labels", "s.listed_by") + " THEN s.branch_id ELSE cur.branch_id END",
+		"listed_by":  listerOf("cur", "cur.id", "s.listed_by"),
 	}
 	var sel, set []string
 	for _, c := range t.copyCols {
@@ -169,15 +168,23 @@ func (t *Table) differs(old string, new func(col string) string, payloads string
 		old, strings.Join(o, ", "), strings.Join(n, ", "), new("listed_by"), payloads)
 }
 
-// takesLabels tests whether a listed record (alias s, labelled as
-// Labels says) gives a row (alias cur, its columns NULL when there is
-// none) its labels: when the row is new, when the record carries its own,
-// and when the login listing it is the row's first lister (the context of
+// takesLabels tests whether a listed record gives a row (alias cur, its
+// columns NULL when there is none; key, a column of its key) its labels:
+// when the row is new, when the record carries its own (own), and when
+// the login listing it (lister) is the row's first lister (the context of
 // its first lister labels a record that carries none). Another login
 // listing it changes none: a record listed by several logins is stored
 // once, and its labels never flip.
-func takesLabels(cur, s string) string {
-	return fmt.Sprintf("(%[1]s.id IS NULL OR %[2]s.own_labels OR %[3]s = %[2]s.listed_by)", cur, s, firstLister(cur))
+func takesLabels(cur, key, own, lister string) string {
+	return fmt.Sprintf("(%s IS NULL OR %s OR %s = %s)", key, own, firstLister(cur), lister)
+}
+
+// listerOf is the listed_by a row (alias cur, key a column of its key)
+// keeps when lister lists it: lister when the row is new, deleted,
+// written before logins, or first listed by lister; else its own.
+func listerOf(cur, key, lister string) string {
+	return fmt.Sprintf("CASE WHEN %[2]s IS NULL OR %[1]s.deleted_at IS NOT NULL OR %[1]s.listed_by IS NULL OR %[3]s = %[4]s THEN %[4]s ELSE %[1]s.listed_by END",
+		cur, key, firstLister(cur), lister)
 }
 
 // firstLister is the login that first listed a row (alias t), which
