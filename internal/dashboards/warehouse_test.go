@@ -210,52 +210,13 @@ func TestWarehouseDashboard(t *testing.T) {
 		dbURL, _, now := syncedWarehouse(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-
-		// The grant is the schema owner's to give (the migrating login here).
-		owner, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer owner.Close(ctx)
-		scoped := testdb.Role(t)
-		if _, err := owner.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, $2, '1')`, scoped, source); err != nil {
-			t.Fatalf("grant_company: %v", err)
-		}
-		pool := testdb.PoolAs(t, dbURL, scoped)
-
-		p, ok := d.Panel("Revenue per month and currency")
-		if !ok || len(p.Targets) != 1 {
-			t.Fatalf("no revenue panel with one query in %s", warehouseJSON)
-		}
-		p.TimeFrom = "30d" // the panel's relative time, as an analyst would set it
-		r, err := d.PanelRange(p, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sql, err := Expand(p.Targets[0].RawSQL, map[string][]string{"source": {source}}, r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		pool := scopedPool(ctx, t, dbURL, "")
+		// The panel's relative time, as an analyst would set it.
+		sql := panelSQL(t, d, "Revenue per month and currency", "30d", now)
 		if n, err := countRows(ctx, pool, sql); err != nil || n == 0 {
 			t.Fatalf("the revenue panel as the scoped login: %d rows, %v (want the company's invoices)\n%s", n, err, sql)
 		}
-
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx)
-		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
-			t.Fatal(err)
-		}
-		var plan []byte
-		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+sql).Scan(&plan); err != nil {
-			t.Fatalf("EXPLAIN as the scoped login: %v", err)
-		}
-		scans, err := IndexScans(plan)
-		if err != nil {
-			t.Fatal(err)
-		}
+		plan, scans := explainWithout(ctx, t, pool, sql, "enable_seqscan")
 		for _, s := range scans {
 			if s.Index == "invoices_source_date" && strings.Contains(s.Cond, "invoice_date") {
 				t.Logf("%s using %s, Index Cond: %s", s.Node, s.Index, s.Cond)
@@ -283,69 +244,89 @@ func TestWarehouseDashboard(t *testing.T) {
 		dbURL, _, now := syncedWarehouse(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		owner, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer owner.Close(ctx)
-		if _, err := owner.Exec(ctx, `VACUUM ANALYZE erp.invoices`); err != nil {
-			t.Fatal(err)
-		}
-		scoped := testdb.Role(t)
-		if _, err := owner.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, $2, '1')`, scoped, source); err != nil {
-			t.Fatalf("grant_company: %v", err)
-		}
-		pool := testdb.PoolAs(t, dbURL, scoped)
-
-		panelSQL := func(title, timeFrom string) string {
-			t.Helper()
-			p, ok := d.Panel(title)
-			if !ok || len(p.Targets) != 1 {
-				t.Fatalf("no panel %q with one query in %s", title, warehouseJSON)
-			}
-			p.TimeFrom = timeFrom
-			r, err := d.PanelRange(p, now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sql, err := Expand(p.Targets[0].RawSQL, map[string][]string{"source": {source}}, r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return sql
-		}
+		pool := scopedPool(ctx, t, dbURL, `VACUUM ANALYZE erp.invoices`)
 		for _, c := range []struct{ name, sql, index string }{
-			{"revenue per month", panelSQL("Revenue per month and currency", "30d"), "invoices_source_date"},
-			{"largest customers", panelSQL("Largest customers", ""), "invoices_source_date"},
+			{"revenue per month", panelSQL(t, d, "Revenue per month and currency", "30d", now), "invoices_source_date"},
+			{"largest customers", panelSQL(t, d, "Largest customers", "", now), "invoices_source_date"},
 			{"invoices_as_of totals", `SELECT count(*), sum(total_bc) FROM erp.invoices_as_of(now())`, "invoices_synced"},
 		} {
 			if n, err := countRows(ctx, pool, c.sql); err != nil || n == 0 {
 				t.Fatalf("%s as the scoped login: %d rows, %v (want the company's invoices)\n%s", c.name, n, err, c.sql)
 			}
-			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, off := range []string{"enable_seqscan", "enable_bitmapscan"} {
-				if _, err := tx.Exec(ctx, `SET LOCAL `+off+` = off`); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var plan []byte
-			err = tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.sql).Scan(&plan)
-			tx.Rollback(ctx)
-			if err != nil {
-				t.Fatalf("EXPLAIN of %s as the scoped login: %v", c.name, err)
-			}
-			scans, err := IndexScans(plan)
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan, scans := explainWithout(ctx, t, pool, c.sql, "enable_seqscan", "enable_bitmapscan")
 			if !slices.ContainsFunc(scans, func(s IndexScan) bool { return s.Node == "Index Only Scan" && s.Index == c.index }) {
 				t.Errorf("as a scoped login, %s has no index-only scan of %s (index scans: %+v)\n%s\n%s", c.name, c.index, scans, c.sql, plan)
 			}
 		}
 	})
+}
+
+// scopedPool is a pool of a login granted company 1 of the source, by the
+// schema's owner (the migrating login here), who first runs before ("":
+// nothing).
+func scopedPool(ctx context.Context, t *testing.T, dbURL, before string) *pgxpool.Pool {
+	t.Helper()
+	owner, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	if before != "" {
+		if _, err := owner.Exec(ctx, before); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scoped := testdb.Role(t)
+	if _, err := owner.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, $2, '1')`, scoped, source); err != nil {
+		t.Fatalf("grant_company: %v", err)
+	}
+	return testdb.PoolAs(t, dbURL, scoped)
+}
+
+// panelSQL is the one query of the panel of d titled title, with its
+// relative time set to timeFrom ("": the dashboard's), as Grafana sends
+// it at now for the source.
+func panelSQL(t *testing.T, d Dashboard, title, timeFrom string, now time.Time) string {
+	t.Helper()
+	p, ok := d.Panel(title)
+	if !ok || len(p.Targets) != 1 {
+		t.Fatalf("no panel %q with one query in %s", title, warehouseJSON)
+	}
+	p.TimeFrom = timeFrom
+	r, err := d.PanelRange(p, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql, err := Expand(p.Targets[0].RawSQL, map[string][]string{"source": {source}}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sql
+}
+
+// explainWithout is the plan of sql as pool's login, with the planner's
+// settings off turned off, and its index scans.
+func explainWithout(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sql string, off ...string) ([]byte, []IndexScan) {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, o := range off {
+		if _, err := tx.Exec(ctx, `SET LOCAL `+o+` = off`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var plan []byte
+	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+sql).Scan(&plan); err != nil {
+		t.Fatalf("EXPLAIN as the scoped login: %v\n%s", err, sql)
+	}
+	scans, err := IndexScans(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan, scans
 }
 
 // syncedWarehouse is a fresh warehouse with every stream synced from the simulator, then
