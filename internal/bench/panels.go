@@ -27,9 +27,11 @@ import (
 
 const (
 	// The goals: every panel within panelGoal of the limit for every login, and a scoped login
-	// within scopedGoal of the plain analyst.
+	// within scopedGoal of the plain analyst; the as-of totals within asOfGoal of the limit for
+	// every login.
 	panelGoal  = 1.5
 	scopedGoal = 1.25
+	asOfGoal   = 2.0
 	// revenuePanel is the panel whose plan the report explains as the scoped login.
 	revenuePanel = "Revenue per month and currency"
 	// limitSchema holds the typed copies.
@@ -51,7 +53,8 @@ var loginNames = [...]string{"superuser", "analyst", "scoped"}
 type panelCase struct {
 	title, label  string // the panel, and which range (and query, for a panel with several)
 	sql, limitSQL string
-	panel         bool // false: a query the report times but no panel sends (no goal)
+	goal          float64 // each login's time over the limit's, at most (0: no goal)
+	panel         bool    // a query a panel sends: a scoped login within scopedGoal of the analyst
 }
 
 // panelResult is what the report measured of a case.
@@ -73,19 +76,22 @@ func rounded(x float64, decimals int) float64 {
 	return math.Round(x*p) / p
 }
 
+// overGoal tells whether login i misses r's goal over the limit.
+func (r panelResult) overGoal(i int) bool { return r.c.goal > 0 && over(r.ratio(i), r.c.goal) }
+
+// scopedOverGoal tells whether the scoped login misses the goal over the analyst.
+func (r panelResult) scopedOverGoal() bool { return r.c.panel && over(r.secs[2]/r.secs[1], scopedGoal) }
+
 // misses are the goals r misses, as text.
 func (r panelResult) misses() []string {
-	if !r.c.panel {
-		return nil
-	}
 	var out []string
 	for i, name := range loginNames {
-		if x := r.ratio(i); over(x, panelGoal) {
-			out = append(out, fmt.Sprintf("%s %.2fx the limit (goal <= %.2fx)", name, x, panelGoal))
+		if r.overGoal(i) {
+			out = append(out, fmt.Sprintf("%s %.2fx the limit (goal <= %.2fx)", name, r.ratio(i), r.c.goal))
 		}
 	}
-	if x := r.secs[2] / r.secs[1]; over(x, scopedGoal) {
-		out = append(out, fmt.Sprintf("scoped %.2fx the analyst (goal <= %.2fx)", x, scopedGoal))
+	if r.scopedOverGoal() {
+		out = append(out, fmt.Sprintf("scoped %.2fx the analyst (goal <= %.2fx)", r.secs[2]/r.secs[1], scopedGoal))
 	}
 	return out
 }
@@ -134,7 +140,7 @@ func invoiceCases(d dashboards.Dashboard, source string, now time.Time, changed 
 					return nil, fmt.Errorf("panel %q: %w", p.Title, err)
 				}
 				out = append(out, panelCase{title: title, label: s.label, sql: sql,
-					limitSQL: invoiceTable.ReplaceAllString(sql, limitSchema+".$1"), panel: true})
+					limitSQL: invoiceTable.ReplaceAllString(sql, limitSchema+".$1"), goal: panelGoal, panel: true})
 			}
 		}
 	}
@@ -176,7 +182,7 @@ func (o Options) panelReport(ctx context.Context, dbURL string, changed dashboar
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Dashboard, err)
 	}
-	cases = append(cases, panelCase{title: "erp.invoices_as_of(now()) count and sum", label: "no panel, no goal",
+	cases = append(cases, panelCase{title: "erp.invoices_as_of(now()) count and sum", label: "no panel", goal: asOfGoal,
 		sql:      `SELECT count(*), sum(total_bc) FROM erp.invoices_as_of(now())`,
 		limitSQL: `SELECT count(*), sum(total_bc) FROM ` + limitSchema + `.invoices_current`})
 
@@ -235,10 +241,11 @@ panel report (run 1, N = %d): the panels of %s that read erp.invoices or erp.inv
   limit:  the same SQL on typed copies read as the superuser: %s.invoices_current (the live invoices' typed
           columns) and %s.invoices (every row, with first_seen_at, synced_at, deleted_at); plain tables, no
           row-level security, no payload, with the indexes of erp.invoices (%s)
-  goal:   every panel within %.2fx of the limit for every login; a scoped login at most %.2fx the plain analyst
+  goal:   every panel within %.2fx of the limit for every login, and a scoped login at most %.2fx the plain
+          analyst; the as-of totals within %.2fx of the limit for every login
 
 `, o.Invoices, o.Dashboard, source, first.Format(time.DateOnly), last.Format(time.DateOnly), o.PanelRuns,
-		source, strings.Join(companies, ", "), limitSchema, limitSchema, indexNames, panelGoal, scopedGoal)
+		source, strings.Join(companies, ", "), limitSchema, limitSchema, indexNames, panelGoal, scopedGoal, asOfGoal)
 	fmt.Fprintf(out, "  %-72s %5s %8s  %15s  %15s  %15s  %8s\n", "panel, range", "rows", "limit s", "superuser s", "analyst s", "scoped s", "sc/an")
 	for _, r := range results {
 		if !r.c.panel {
@@ -247,13 +254,13 @@ panel report (run 1, N = %d): the panels of %s that read erp.invoices or erp.inv
 		fmt.Fprintf(out, "  %-72s %5d %8.3f", r.c.title+", "+r.c.label, r.rows, r.limit)
 		for i := range loginNames {
 			mark := " "
-			if r.c.panel && over(r.ratio(i), panelGoal) {
+			if r.overGoal(i) {
 				mark = "*"
 			}
 			fmt.Fprintf(out, "  %7.3f %5.2fx%s", r.secs[i], r.ratio(i), mark)
 		}
 		mark := " "
-		if r.c.panel && over(r.secs[2]/r.secs[1], scopedGoal) {
+		if r.scopedOverGoal() {
 			mark = "*"
 		}
 		fmt.Fprintf(out, "  %6.2fx%s\n", r.secs[2]/r.secs[1], mark)
@@ -262,7 +269,7 @@ panel report (run 1, N = %d): the panels of %s that read erp.invoices or erp.inv
 		}
 	}
 	if misses == nil {
-		fmt.Fprintf(out, "  every panel meets the goal\n")
+		fmt.Fprintf(out, "  every goal is met\n")
 	} else {
 		fmt.Fprintf(out, "  * misses the goal:\n")
 		for _, m := range misses {
@@ -590,7 +597,7 @@ func explainMisses(ctx context.Context, out io.Writer, r panelResult, su *pgx.Co
 	}
 	fmt.Fprintf(out, "\n  %s, %s: the limit\n      %s\n", r.c.title, r.c.label, p)
 	for i, name := range loginNames {
-		if !over(r.ratio(i), panelGoal) && (i != 2 || !over(r.secs[2]/r.secs[1], scopedGoal)) {
+		if !r.overGoal(i) && (i != 2 || !r.scopedOverGoal()) {
 			continue
 		}
 		if p, err = plan(conns[i], r.c.sql); err != nil {

@@ -5,25 +5,33 @@ import (
 	"fmt"
 )
 
-// IndexScan is a node of a query plan that reads an index.
-type IndexScan struct {
-	Node     string // "Index Scan", "Index Only Scan", "Bitmap Index Scan"
+// PlanNode is a node of a query plan, as EXPLAIN (FORMAT JSON) gives it.
+type PlanNode struct {
+	Node     string // "Index Only Scan", "Gather", "Append", ...
+	Parallel bool   // the node shares its work with parallel workers ("Parallel Append")
 	Relation string // the table, where the node names it (a bitmap index scan does not)
-	Index    string
+	Index    string // the index, where the node reads one
 	Cond     string // the Index Cond: what the index is searched with
 }
 
-// IndexScans are the nodes of the plan that read an index, from the output of
-// EXPLAIN (FORMAT JSON), in plan order. It is how the tests and the bench tell whether a
-// dashboard's filter reaches an index: row-level security only pushes leakproof operators
-// below its policy, and a filter that does not reach the index reads the whole table.
-func IndexScans(explainJSON []byte) ([]IndexScan, error) {
+// IndexScan is a node of a query plan that reads an index.
+type IndexScan struct {
+	Node     string // "Index Scan", "Index Only Scan", "Bitmap Index Scan"
+	Relation string
+	Index    string
+	Cond     string
+}
+
+// PlanNodes are the nodes of the plan, from the output of EXPLAIN (FORMAT
+// JSON), in plan order (each node before the nodes below it).
+func PlanNodes(explainJSON []byte) ([]PlanNode, error) {
 	type node struct {
-		NodeType  string `json:"Node Type"`
-		Relation  string `json:"Relation Name"`
-		IndexName string `json:"Index Name"`
-		IndexCond string `json:"Index Cond"`
-		Plans     []json.RawMessage
+		NodeType      string `json:"Node Type"`
+		ParallelAware bool   `json:"Parallel Aware"`
+		Relation      string `json:"Relation Name"`
+		IndexName     string `json:"Index Name"`
+		IndexCond     string `json:"Index Cond"`
+		Plans         []json.RawMessage
 	}
 	var top []struct {
 		Plan json.RawMessage `json:"Plan"`
@@ -31,16 +39,14 @@ func IndexScans(explainJSON []byte) ([]IndexScan, error) {
 	if err := json.Unmarshal(explainJSON, &top); err != nil {
 		return nil, fmt.Errorf("reading EXPLAIN (FORMAT JSON): %w", err)
 	}
-	var out []IndexScan
+	var out []PlanNode
 	var walk func(json.RawMessage) error
 	walk = func(raw json.RawMessage) error {
 		var n node
 		if err := json.Unmarshal(raw, &n); err != nil {
 			return fmt.Errorf("reading EXPLAIN (FORMAT JSON): %w", err)
 		}
-		if n.IndexName != "" {
-			out = append(out, IndexScan{Node: n.NodeType, Relation: n.Relation, Index: n.IndexName, Cond: n.IndexCond})
-		}
+		out = append(out, PlanNode{Node: n.NodeType, Parallel: n.ParallelAware, Relation: n.Relation, Index: n.IndexName, Cond: n.IndexCond})
 		for _, p := range n.Plans {
 			if err := walk(p); err != nil {
 				return err
@@ -51,6 +57,24 @@ func IndexScans(explainJSON []byte) ([]IndexScan, error) {
 	for _, t := range top {
 		if err := walk(t.Plan); err != nil {
 			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// IndexScans are the nodes of the plan that read an index, in plan order. It is how the tests
+// and the bench tell whether a dashboard's filter reaches an index: row-level security only
+// pushes leakproof operators below its policy, and a filter that does not reach the index
+// reads the whole table.
+func IndexScans(explainJSON []byte) ([]IndexScan, error) {
+	nodes, err := PlanNodes(explainJSON)
+	if err != nil {
+		return nil, err
+	}
+	var out []IndexScan
+	for _, n := range nodes {
+		if n.Index != "" {
+			out = append(out, IndexScan{Node: n.Node, Relation: n.Relation, Index: n.Index, Cond: n.Cond})
 		}
 	}
 	return out, nil

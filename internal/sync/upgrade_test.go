@@ -848,9 +848,11 @@ func TestUpgrade(t *testing.T) {
 		// sweep, with a version of before and a deleted row, where a first
 		// attempt at migration 22 was stopped while building an index (which
 		// leaves it invalid). The owner migrates: every row and version stays
-		// as it was, the invoices have the indexes their stream declares, all
-		// valid, and a scoped login's revenue question is answered from the
-		// date index alone. The daemon's role resumes the sweep, and the
+		// as it was, and so does every as-of answer, the superuser's and a
+		// scoped login's, though the as-of functions are written anew; the
+		// invoices have the indexes their stream declares, all valid, and a
+		// scoped login's revenue question is answered from the date index
+		// alone. The daemon's role resumes the sweep, and the
 		// warehouse is the ERP's.
 		t.Parallel()
 		ctx := context.Background()
@@ -888,8 +890,30 @@ func TestUpgrade(t *testing.T) {
 			FROM erp.invoices_history`
 		rows := `SELECT string_agg(concat_ws('|', id, company_id, branch_id, total_bc, invoice_date, status, customer_name, payload::text,
 			payload_hash, listed_by, first_listed_by, first_seen_at, synced_at, deleted_at), E'\n' ORDER BY id) FROM erp.invoices`
-		asOf := `SELECT count(*) || ' ' || sum(total_bc) FROM erp.invoices_as_of(now() - interval '1 minute')`
-		versionsBefore, rowsBefore, asOfBefore := q(versions), q(rows), q(asOf)
+		// Every as-of answer: at each moment a version or a row begins or
+		// ends, and just before it, every row the function returns.
+		asOf := `SELECT string_agg(m || E':\n' || coalesce((SELECT string_agg(concat_ws('|', a.id, a.company_id, a.total_bc, a.status,
+			a.payload::text, a.synced_at, a.deleted_at), E'\n' ORDER BY a.id) FROM erp.invoices_as_of(m) a), ''), E'\n' ORDER BY m)
+			FROM (SELECT DISTINCT unnest(ARRAY[t, t - interval '1 microsecond']) AS m FROM (
+				SELECT unnest(ARRAY[synced_at, deleted_at]) FROM erp.invoices
+				UNION SELECT unnest(ARRAY[valid_from, valid_to]) FROM erp.invoices_history) moments(t) WHERE t IS NOT NULL) ms`
+		scoped := testdb.Role(t)
+		if _, err := pool.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, 'main', '1')`, scoped); err != nil {
+			t.Fatal(err)
+		}
+		scopedPool := testdb.PoolAs(t, admin, scoped)
+		asOfScoped := func() string {
+			t.Helper()
+			var s *string
+			if err := scopedPool.QueryRow(ctx, asOf).Scan(&s); err != nil {
+				t.Fatalf("as-of answers as a scoped login: %v", err)
+			}
+			return str(s)
+		}
+		versionsBefore, rowsBefore, asOfBefore, asOfScopedBefore := q(versions), q(rows), q(asOf), asOfScoped()
+		if strings.Count(asOfBefore, "\n") < len(invoices) || strings.Count(asOfScopedBefore, "\n") == 0 {
+			t.Fatalf("as-of answers before the upgrade too few to compare:\n%s\nas the scoped login:\n%s", asOfBefore, asOfScopedBefore)
+		}
 
 		if _, err := db.Migrate(ctx, owner, nil); err != nil {
 			t.Fatalf("upgrading: %v", err)
@@ -901,7 +925,10 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("rows the upgrade changed:\n%s", diffLines(rowsBefore, got))
 		}
 		if got := q(asOf); got != asOfBefore {
-			t.Errorf("as of before the upgrade: %s after it, %s before", got, asOfBefore)
+			t.Errorf("as-of answers the upgrade changed:\n%s", diffLines(asOfBefore, got))
+		}
+		if got := asOfScoped(); got != asOfScopedBefore {
+			t.Errorf("as-of answers the upgrade changed for a scoped login:\n%s", diffLines(asOfScopedBefore, got))
 		}
 		s, _ := catalog.Lookup("invoices")
 		var want []string
@@ -922,11 +949,7 @@ func TestUpgrade(t *testing.T) {
 		if _, err := pool.Exec(ctx, `VACUUM ANALYZE erp.invoices`); err != nil {
 			t.Fatal(err)
 		}
-		scoped := testdb.Role(t)
-		if _, err := pool.Exec(ctx, `SELECT erp.grant_company($1::text::regrole, 'main', '1')`, scoped); err != nil {
-			t.Fatal(err)
-		}
-		tx, err := testdb.PoolAs(t, admin, scoped).Begin(ctx)
+		tx, err := scopedPool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
