@@ -7,7 +7,7 @@
 -- then planned inside each branch: a subquery with init plans offers no
 -- parallel plan, so every login that row-level security applies to read
 -- the whole table on one process (3 to 5x the typed table's time at
--- 1,000,000 invoices, against 1.5x for the superuser, whom the policy
+-- 1,000,000 invoices, against under 2x for the superuser, whom the policy
 -- does not apply to).
 --
 -- Now each branch only names its rows' validity, as two columns: the
