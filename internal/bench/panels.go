@@ -530,7 +530,7 @@ func explainRevenue(ctx context.Context, out io.Writer, scoped *pgx.Conn, cases 
 		return fmt.Errorf("no panel %q to explain", revenuePanel)
 	}
 	c := cases[i]
-	explain := func(seqscan string) ([]dashboards.IndexScan, error) {
+	explain := func(seqscan string) ([]dashboards.PlanNode, error) {
 		tx, err := scoped.Begin(ctx)
 		if err != nil {
 			return nil, err
@@ -543,7 +543,7 @@ func explainRevenue(ctx context.Context, out io.Writer, scoped *pgx.Conn, cases 
 		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.sql).Scan(&plan); err != nil {
 			return nil, fmt.Errorf("EXPLAIN as the scoped login: %w", err)
 		}
-		return dashboards.IndexScans([]byte(plan))
+		return dashboards.PlanNodes([]byte(plan))
 	}
 	forced, err := explain("off")
 	if err != nil {
@@ -570,7 +570,7 @@ func explainRevenue(ctx context.Context, out io.Writer, scoped *pgx.Conn, cases 
 	return nil
 }
 
-func describeScans(scans []dashboards.IndexScan) string {
+func describeScans(scans []dashboards.PlanNode) string {
 	if len(scans) == 0 {
 		return "no index (sequential scans)"
 	}

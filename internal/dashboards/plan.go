@@ -7,19 +7,11 @@ import (
 
 // PlanNode is a node of a query plan, as EXPLAIN (FORMAT JSON) gives it.
 type PlanNode struct {
-	Node     string // "Index Only Scan", "Gather", "Append", ...
+	Node     string // "Index Only Scan", "Bitmap Index Scan", "Gather", "Append", ...
 	Parallel bool   // the node shares its work with parallel workers ("Parallel Append")
 	Relation string // the table, where the node names it (a bitmap index scan does not)
 	Index    string // the index, where the node reads one
 	Cond     string // the Index Cond: what the index is searched with
-}
-
-// IndexScan is a node of a query plan that reads an index.
-type IndexScan struct {
-	Node     string // "Index Scan", "Index Only Scan", "Bitmap Index Scan"
-	Relation string
-	Index    string
-	Cond     string
 }
 
 // PlanNodes are the nodes of the plan, from the output of EXPLAIN (FORMAT
@@ -66,15 +58,15 @@ func PlanNodes(explainJSON []byte) ([]PlanNode, error) {
 // and the bench tell whether a dashboard's filter reaches an index: row-level security only
 // pushes leakproof operators below its policy, and a filter that does not reach the index
 // reads the whole table.
-func IndexScans(explainJSON []byte) ([]IndexScan, error) {
+func IndexScans(explainJSON []byte) ([]PlanNode, error) {
 	nodes, err := PlanNodes(explainJSON)
 	if err != nil {
 		return nil, err
 	}
-	var out []IndexScan
+	var out []PlanNode
 	for _, n := range nodes {
 		if n.Index != "" {
-			out = append(out, IndexScan{Node: n.Node, Relation: n.Relation, Index: n.Index, Cond: n.Cond})
+			out = append(out, n)
 		}
 	}
 	return out, nil

@@ -254,7 +254,7 @@ func TestWarehouseDashboard(t *testing.T) {
 				t.Fatalf("%s as the scoped login: %d rows, %v (want the company's invoices)\n%s", c.name, n, err, c.sql)
 			}
 			plan, scans := explainWith(ctx, t, pool, c.sql, "enable_seqscan = off", "enable_bitmapscan = off")
-			if !slices.ContainsFunc(scans, func(s IndexScan) bool { return s.Node == "Index Only Scan" && s.Index == c.index }) {
+			if !slices.ContainsFunc(scans, func(s PlanNode) bool { return s.Node == "Index Only Scan" && s.Index == c.index }) {
 				t.Errorf("as a scoped login, %s has no index-only scan of %s (index scans: %+v)\n%s\n%s", c.name, c.index, scans, c.sql, plan)
 			}
 		}
@@ -351,7 +351,7 @@ func panelSQL(t *testing.T, d Dashboard, title, timeFrom string, now time.Time) 
 
 // explainWith is the plan of sql as pool's login, with the planner's
 // settings set for it ("enable_seqscan = off"), and its index scans.
-func explainWith(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sql string, settings ...string) ([]byte, []IndexScan) {
+func explainWith(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sql string, settings ...string) ([]byte, []PlanNode) {
 	t.Helper()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
